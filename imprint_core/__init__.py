@@ -1,0 +1,18 @@
+"""imprint_core: a chat research loop that stops on progress and resource
+budgets instead of a round count (ADR 0102 with amendments 0157 and 0159)."""
+from .budget import POLICIES, LedgerTotals, RequestRecord, Reservation, TimeBudget, TokenLedger
+from .clock import MonotonicClock, VirtualClock
+from .counting import DEFAULT_BYTES_PER_TOKEN, ByteEstimateCounter, RegexTokenCounter, common_prefix_len
+from .errors import (BudgetExceeded, ImprintError, ProviderError, ScriptExhausted, SettingsError,
+                     TokenBudgetExceeded, ToolAbandoned, UserInputError)
+from .loop import Evidence, LoopConfig, ResearchLoop, ResearchResult, WORKER_TOOL
+from .novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule, normalize, segment
+from .providers.scripted import Chunk, ScriptedProvider, Turn, call
+from .settings import SPECS, ResearchSettings, Settings, SettingSpec, validate
+from .tools import FunctionTool, ToolExecutor
+from .trace import TRACE_FORMAT, Trace, TraceWriter, read_trace
+from .types import (CancelToken, Clock, Done, ErrorEvent, FinalMode, Message, ModelRequest, Provider,
+                    ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
+                    ToolOutput, ToolResult, ToolSpec, Usage, UsageEvent)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

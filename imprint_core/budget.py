@@ -1,0 +1,208 @@
+"""The time budget and the token ledger: fixed limits apart from usage."""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Sequence
+
+from .counting import common_prefix_len
+from .errors import TokenBudgetExceeded
+from .types import Clock, TokenCounter, Usage
+
+Policy = Literal["reserve", "prefix-refund"]
+POLICIES: tuple[str, ...] = ("reserve", "prefix-refund")
+
+
+class TimeBudget:
+    """A deadline counted from `start()` (the end of provider/model setup).
+
+    Time spent between `pause()` and `resume()` (waiting for the user's answer,
+    amendment 0159) moves the deadline back by the same amount."""
+
+    def __init__(self, clock: Clock, timeout_sec: float):
+        self.clock, self.timeout_sec = clock, float(timeout_sec)
+        self._deadline: float | None = None
+        self._paused_at: float | None = None
+        self.paused_total = 0.0
+
+    def start(self) -> None:
+        self._deadline = self.clock.now() + self.timeout_sec
+
+    @property
+    def started(self) -> bool:
+        return self._deadline is not None
+
+    @property
+    def deadline(self) -> float:
+        if self._deadline is None:
+            raise RuntimeError("time budget not started")
+        if self._paused_at is not None:  # frozen: the pause so far does not count
+            return self._deadline + (self.clock.now() - self._paused_at)
+        return self._deadline
+
+    def pause(self) -> None:
+        if self._paused_at is None:
+            self._paused_at = self.clock.now()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            waited = self.clock.now() - self._paused_at
+            if self._deadline is not None:
+                self._deadline += waited
+            self.paused_total += waited
+            self._paused_at = None
+
+    def remaining(self) -> float:
+        return self.deadline - self.clock.now()
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0
+
+
+@dataclass
+class Reservation:
+    id: int
+    role: str
+    context_id: str
+    estimated_prompt: int
+    max_output: int
+
+    @property
+    def tokens(self) -> int:
+        return self.estimated_prompt + self.max_output
+
+
+@dataclass
+class RequestRecord:
+    """One request's accounting: what we estimated, reserved, charged and
+    refunded, and what the provider measured (None: not reported)."""
+    id: int
+    role: str
+    context_id: str
+    policy: str
+    outcome: str                 # ok | cut | error | unsent
+    estimated_prompt: int
+    max_output: int
+    reserved: int
+    charged: int
+    refunded: int
+    charged_prompt: int = 0
+    charged_output: int = 0
+    prefix_reused: int = 0       # prompt tokens covered by the previous request's context
+    output_tokens: int = 0       # our count of what was generated
+    measured_prompt: int | None = None
+    measured_cached: int | None = None
+    measured_output: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LedgerTotals:
+    budget: int
+    reserved: int = 0
+    charged: int = 0
+    refunded: int = 0
+    outstanding: int = 0
+    requests: int = 0
+
+    @property
+    def committed(self) -> int:
+        return self.charged + self.outstanding
+
+    @property
+    def left(self) -> int:
+        return self.budget - self.committed
+
+
+class TokenLedger:
+    """Reservations before research requests, settlement after them.
+
+    Thread-safe: section workers reserve and settle concurrently. `reserve`
+    raises TokenBudgetExceeded (quoting limit and value) and reserves nothing
+    when the request does not fit, so the request is never sent."""
+
+    def __init__(self, budget: int, policy: Policy = "prefix-refund"):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown accounting policy {policy!r}; allowed: {', '.join(POLICIES)}")
+        self.budget, self.policy = int(budget), policy
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._outstanding: dict[int, Reservation] = {}
+        self._processed: dict[str, Sequence[int]] = {}  # context -> units its provider has seen
+        self.records: list[RequestRecord] = []
+        self.final_records: list[RequestRecord] = []
+        self.totals = LedgerTotals(budget=self.budget)
+
+    def reserve(self, estimated_prompt: int, max_output: int, *, role: str = "coordinator",
+                context_id: str = "coordinator") -> Reservation:
+        with self._lock:
+            want = estimated_prompt + max_output
+            if self.totals.committed + want > self.budget:
+                raise TokenBudgetExceeded(limit=self.budget, used=self.totals.committed, requested=want)
+            r = Reservation(next(self._ids), role, context_id, estimated_prompt, max_output)
+            self._outstanding[r.id] = r
+            self.totals.outstanding += want
+            self.totals.reserved += want
+            return r
+
+    def settle(self, r: Reservation, *, counter: TokenCounter, prompt_units: Sequence[int],
+               output_units: Sequence[int], outcome: str, usage: Usage | None = None,
+               sent: bool = True) -> RequestRecord:
+        """Charge by the policy; the rest of the reservation is refunded.
+
+        prefix-refund: prompt tokens past the prefix this context already
+        processed, plus the output actually generated; an unsent request is
+        refunded whole. reserve: the reservation is the charge."""
+        with self._lock:
+            del self._outstanding[r.id]
+            self.totals.outstanding -= r.tokens
+            prev = self._processed.get(r.context_id, ())
+            reused_units = common_prefix_len(prev, prompt_units) if sent else 0
+            reused = min(counter.to_tokens(reused_units), r.estimated_prompt)
+            out_tokens = min(counter.to_tokens(len(output_units)), r.max_output)
+            charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
+            charged_output = out_tokens if sent else 0
+            if self.policy == "reserve":
+                charged = r.tokens
+            else:
+                charged = min(charged_prompt + charged_output, r.tokens)
+            if sent:
+                self._processed[r.context_id] = bytes(prompt_units) + bytes(output_units) \
+                    if isinstance(prompt_units, bytes) else tuple(prompt_units) + tuple(output_units)
+            rec = RequestRecord(
+                id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
+                outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,
+                max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged,
+                charged_prompt=charged_prompt, charged_output=charged_output, prefix_reused=reused,
+                output_tokens=out_tokens,
+                measured_prompt=usage.prompt_tokens if usage else None,
+                measured_cached=usage.cached_tokens if usage else None,
+                measured_output=usage.output_tokens if usage else None)
+            self.totals.charged += rec.charged
+            self.totals.refunded += rec.refunded
+            self.totals.requests += 1
+            self.records.append(rec)
+            return rec
+
+    def record_final(self, *, counter: TokenCounter, estimated_prompt: int, max_output: int,
+                     output_units: Sequence[int], outcome: str, usage: Usage | None) -> RequestRecord:
+        """The final request is not reserved against the research budget; its
+        usage is recorded like any other request's."""
+        with self._lock:
+            out = min(counter.to_tokens(len(output_units)), max_output)
+            rec = RequestRecord(
+                id=next(self._ids), role="final", context_id="final", policy=self.policy, outcome=outcome,
+                estimated_prompt=estimated_prompt, max_output=max_output, reserved=0, charged=0, refunded=0,
+                output_tokens=out,
+                measured_prompt=usage.prompt_tokens if usage else None,
+                measured_cached=usage.cached_tokens if usage else None,
+                measured_output=usage.output_tokens if usage else None)
+            self.final_records.append(rec)
+            return rec
+
+    def forget_context(self, context_id: str) -> None:
+        with self._lock:
+            self._processed.pop(context_id, None)

@@ -1,0 +1,65 @@
+"""One exception root. Budget errors are typed; user mistakes are separate."""
+from __future__ import annotations
+
+
+class ImprintError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class BudgetExceeded(ImprintError):
+    """A fixed limit would be passed; the message quotes limit and value."""
+
+
+class TokenBudgetExceeded(BudgetExceeded):
+    def __init__(self, *, limit: int, used: int, requested: int):
+        self.limit, self.used, self.requested = limit, used, requested
+        super().__init__(
+            f"token budget: reserving {requested} tokens would bring reservations to "
+            f"{used + requested}, over the limit of {limit} ({limit - used} left)"
+        )
+
+
+class ProviderError(ImprintError):
+    """A model request failed. `processed` says whether the provider may have
+    processed the prompt (it is then charged); `retryable` and `retry_after`
+    drive the loop's retries."""
+
+    def __init__(self, kind: str, message: str, *, processed: bool = True,
+                 retryable: bool = False, retry_after: float | None = None,
+                 status: int | None = None):
+        self.kind, self.processed, self.retryable = kind, processed, retryable
+        self.retry_after, self.status = retry_after, status
+        super().__init__(f"{kind}: {message}")
+
+
+class ScriptExhausted(ImprintError):
+    """The scripted provider was asked for a turn its script does not have."""
+
+
+class ToolAbandoned(ImprintError):
+    """A background read stopped at the deadline or on cancellation."""
+
+
+class UserInputError(ImprintError):
+    """A mistake in something a person wrote: a setting, a scenario, a log.
+
+    `where` names the file (and line) and `key` the offending key, so the CLI
+    can print one clear line instead of a traceback."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 key: str | None = None, expected: str | None = None):
+        self.file, self.line, self.key, self.expected = file, line, key, expected
+        self.message = message
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "") + ": "
+        key = f"{self.key}: " if self.key else ""
+        exp = f" (expected {self.expected})" if self.expected else ""
+        return f"{where}{key}{self.message}{exp}"
+
+
+class SettingsError(UserInputError):
+    pass

@@ -1,0 +1,221 @@
+"""The settings registry: metadata, validation, a TOML file, environment.
+
+Effective value = environment override > config file > default. Writes go
+through tomlkit so comments, unknown keys and the legacy `chat.max_tool_iters`
+survive a save untouched, and replace the file atomically.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import SettingsError
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    key: str
+    type: type
+    unit: str
+    default: int
+    min: int
+    max: int
+    description: str
+
+    @property
+    def env(self) -> str:
+        return "IMPRINT_" + self.key.upper().replace(".", "_")
+
+    def bounds(self) -> str:
+        return f"{self.min}–{self.max} {self.unit}".strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "type": self.type.__name__, "unit": self.unit, "default": self.default,
+                "min": self.min, "max": self.max, "description": self.description, "env": self.env}
+
+
+SPECS: dict[str, SettingSpec] = {s.key: s for s in (
+    SettingSpec("chat.research_timeout_sec", int, "seconds", 300, 10, 3600,
+                "Wall-clock research budget, counted from the end of provider/model setup."),
+    SettingSpec("chat.research_token_budget", int, "tokens", 65_536, 1_024, 2_000_000,
+                "Token reservations for all research requests of one reply."),
+    SettingSpec("chat.research_no_progress_rounds", int, "rounds", 4, 2, 20,
+                "Consecutive read rounds without new evidence before research stops."),
+    # 1,024 matches the research default; 16 is the least a sentence needs and
+    # 32,768 the largest context of the models this project runs.
+    SettingSpec("chat.max_tokens", int, "tokens", 1_024, 16, 32_768,
+                "Output allowance of the tools-free final answer request."),
+)}
+
+# Read from old config files and left in them untouched, never applied.
+IGNORED_KEYS = frozenset({"chat.max_tool_iters"})
+IGNORED_ENV = frozenset({"IMPRINT_CHAT_MAX_TOOL_ITERS"})
+
+
+def spec_for(key: str, *, file: str | None = None, line: int | None = None) -> SettingSpec:
+    try:
+        return SPECS[key]
+    except KeyError:
+        raise SettingsError("unknown setting", file=file, line=line, key=key,
+                            expected="one of " + ", ".join(SPECS)) from None
+
+
+def validate(key: str, value: Any, *, source: str | None = None, line: int | None = None) -> int:
+    """Return `value` as the setting's type, or raise naming key, value and bounds."""
+    spec = spec_for(key, file=source, line=line)
+    parsed: int | None = None
+    if isinstance(value, bool):
+        parsed = None
+    elif isinstance(value, int):
+        parsed = value
+    elif isinstance(value, float) and value.is_integer():
+        parsed = int(value)
+    elif isinstance(value, str):
+        text = value.strip().replace("_", "")
+        if text.lstrip("+-").isdigit():
+            parsed = int(text)
+    if parsed is None:
+        raise SettingsError(f"{value!r} is not an integer", file=source, line=line, key=key,
+                            expected=f"an integer in {spec.bounds()}")
+    if not spec.min <= parsed <= spec.max:
+        raise SettingsError(f"{parsed} is out of bounds", file=source, line=line, key=key,
+                            expected=f"{spec.bounds()}")
+    return parsed
+
+
+@dataclass(frozen=True)
+class ResearchSettings:
+    """The resolved values one run uses; immutable for the run's duration."""
+    research_timeout_sec: int = 300
+    research_token_budget: int = 65_536
+    research_no_progress_rounds: int = 4
+    max_tokens: int = 1_024
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], *, source: str | None = None) -> "ResearchSettings":
+        """Build from dotted keys; the legacy key is accepted and ignored."""
+        kwargs = {}
+        for key, value in values.items():
+            if key in IGNORED_KEYS:
+                continue
+            kwargs[key.removeprefix("chat.")] = validate(key, value, source=source)
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"chat." + k: v for k, v in self.__dict__.items()}
+
+
+def default_config_path() -> Path:
+    env = os.environ.get("IMPRINT_CONFIG")
+    if env:
+        return Path(env)
+    from platformdirs import user_config_dir
+    return Path(user_config_dir("imprint")) / "config.toml"
+
+
+class Settings:
+    """get / set / reset / list over the config file and the environment."""
+
+    def __init__(self, path: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None):
+        self.path = Path(path) if path is not None else default_config_path()
+        self.environ = os.environ if environ is None else environ
+
+    # -- file -----------------------------------------------------------------
+    def _load_document(self):
+        import tomlkit
+        from tomlkit.exceptions import ParseError
+        if not self.path.exists():
+            return tomlkit.document()
+        try:
+            return tomlkit.parse(self.path.read_text(encoding="utf-8"))
+        except ParseError as exc:
+            raise SettingsError(f"not valid TOML: {exc}", file=str(self.path), line=getattr(exc, "line", None)) from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError(f"not UTF-8 text ({exc.reason})", file=str(self.path)) from None
+
+    def _file_values(self) -> dict[str, Any]:
+        doc = self._load_document()
+        out: dict[str, Any] = {}
+        for key in SPECS:
+            section, name = key.split(".", 1)
+            table = doc.get(section)
+            if hasattr(table, "get") and name in table:
+                out[key] = table[name].unwrap() if hasattr(table[name], "unwrap") else table[name]
+        return out
+
+    def _save(self, doc) -> None:
+        import tomlkit
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, tomlkit.dumps(doc))
+
+    # -- API --------------------------------------------------------------------
+    def get(self, key: str) -> int:
+        return self.describe(key)["value"]
+
+    def describe(self, key: str) -> dict[str, Any]:
+        spec = spec_for(key)
+        env = self.environ.get(spec.env)
+        if env is not None:
+            return {**spec.to_dict(), "value": validate(key, env, source=f"environment {spec.env}"), "source": "env"}
+        file_values = self._file_values()
+        if key in file_values:
+            return {**spec.to_dict(), "value": validate(key, file_values[key], source=str(self.path)), "source": "file"}
+        return {**spec.to_dict(), "value": spec.default, "source": "default"}
+
+    def list(self) -> list[dict[str, Any]]:
+        return [self.describe(k) for k in SPECS]
+
+    def set(self, key: str, value: Any) -> int:
+        parsed = validate(key, value)
+        import tomlkit
+        doc = self._load_document()
+        section, name = key.split(".", 1)
+        if section not in doc:
+            doc[section] = tomlkit.table()
+        doc[section][name] = parsed
+        self._save(doc)
+        return parsed
+
+    def reset(self, key: str | None = None) -> None:
+        """Remove one key (or all four) from the file so the default applies;
+        every other line of the file is kept."""
+        keys = [spec_for(key).key] if key else list(SPECS)
+        if not self.path.exists():
+            return
+        doc = self._load_document()
+        for k in keys:
+            section, name = k.split(".", 1)
+            table = doc.get(section)
+            if hasattr(table, "get") and name in table:
+                del table[name]
+        self._save(doc)
+
+    def resolve(self, overrides: Mapping[str, Any] | None = None) -> ResearchSettings:
+        values = {k: self.get(k) for k in SPECS}
+        for k, v in (overrides or {}).items():
+            if k in IGNORED_KEYS:
+                continue
+            values[k] = validate(k, v)
+        return ResearchSettings.from_mapping(values)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write beside the target, fsync, then rename over it: a reader (or a
+    crash) sees the old file or the new one, never half of either."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,125 @@
+"""Tools and the batch executor: deadlines, not-executed results, writes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .budget import TimeBudget
+from .errors import ToolAbandoned
+from .types import (CancelToken, Clock, Tool, ToolCall, ToolContext, ToolFunction, ToolOutput,
+                    ToolResult, ToolSpec)
+
+
+@dataclass
+class FunctionTool:
+    """A tool made from a plain callable `fn(arguments, ctx)`."""
+    spec: ToolSpec
+    fn: ToolFunction
+    blocking: bool = True
+
+    def __call__(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput | str:
+        return self.fn(arguments, ctx)
+
+
+def _schema_error(schema: dict, arguments: dict) -> str | None:
+    try:
+        import jsonschema
+    except ImportError:  # validation is a courtesy to the model, not a dependency
+        return None
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError as exc:
+        path = "/".join(str(p) for p in exc.absolute_path) or "(arguments)"
+        return f"{path}: {exc.message}"
+    except jsonschema.SchemaError:
+        return None
+    return None
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bytes):  # a tool handing back raw bytes: never crash on bad UTF-8
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else str(value)
+
+
+class ToolExecutor:
+    """Runs one batch of calls in order.
+
+    Before each call: cancellation and the deadline. A call that has not
+    started when either has passed gets an explicit "not executed" result, so
+    every call has exactly one result. A blocking tool or a write that is
+    running is allowed to finish; its result is recorded. Exceptions become
+    error results. Writes are never deduplicated, skipped or retried."""
+
+    def __init__(self, tools: Sequence[Tool], clock: Clock, budget: TimeBudget, cancel: CancelToken,
+                 on_call: Callable[[dict], None] | None = None,
+                 on_result: Callable[[ToolCall, int, ToolResult], None] | None = None):
+        self.tools = {t.spec.name: t for t in tools}
+        self.clock, self.budget, self.cancel = clock, budget, cancel
+        self.on_call = on_call or (lambda data: None)
+        self.on_result = on_result or (lambda call, round_no, result: None)
+
+    def kind_of(self, call: ToolCall) -> str:
+        tool = self.tools.get(call.name)
+        return tool.spec.kind if tool else "read"
+
+    def run_batch(self, calls: Sequence[ToolCall], round_no: int) -> list[ToolResult]:
+        results: list[ToolResult] = []
+        for index, call in enumerate(calls):
+            results.append(self._run_one(call, round_no, index))
+        return results
+
+    def not_executed(self, call: ToolCall, why: str) -> ToolResult:
+        return ToolResult(call.id, call.name, self.kind_of(call), "not_executed",  # type: ignore[arg-type]
+                          f"not executed: {why}; no action was taken")
+
+    def _run_one(self, call: ToolCall, round_no: int, index: int) -> ToolResult:
+        tool = self.tools.get(call.name)
+        kind = tool.spec.kind if tool else "read"
+        if self.cancel.cancelled:
+            return self._emit(call, round_no, self.not_executed(call, "the reply was cancelled"))
+        if self.budget.expired():
+            return self._emit(call, round_no, self.not_executed(call, "the research deadline passed"))
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return self._emit(call, round_no, ToolResult(call.id, call.name, "read", "error",
+                                                         f"error: unknown tool {call.name!r}; available tools: {known}"))
+        if call.invalid_arguments is not None:
+            return self._emit(call, round_no, ToolResult(call.id, call.name, kind, "error",
+                                                         f"error: arguments are not a JSON object: {call.invalid_arguments}"))
+        problem = _schema_error(tool.spec.parameters, call.arguments)
+        if problem:
+            return self._emit(call, round_no, ToolResult(call.id, call.name, kind, "error",
+                                                         f"error: invalid arguments: {problem}"))
+        self.on_call({"round": round_no, "index": index, "call_id": call.id, "tool": call.name,
+                                    "kind": kind, "arguments": call.arguments, "blocking": tool.blocking})
+        started = self.clock.now()
+        if kind == "ask":
+            self.budget.pause()  # amendment 0159: waiting for the user is not research time
+        deadline = self.budget.deadline
+        try:
+            ctx = ToolContext(self.clock, deadline, self.cancel, blocking=tool.blocking, kind=kind)
+            out = tool(call.arguments, ctx)
+            if not isinstance(out, ToolOutput):
+                out = ToolOutput(_as_text(out))
+            text = _as_text(out.text)
+            status = out.status or ("ok" if text.strip() or out.segments else "empty")
+            result = ToolResult(call.id, call.name, kind, status, text,
+                                segments=tuple(_as_text(s) for s in out.segments) if out.segments is not None else None)
+        except ToolAbandoned as exc:
+            result = ToolResult(call.id, call.name, kind, "error", f"error: not completed: {exc}")
+        except Exception as exc:  # a tool's failure is evidence of failure, not a crash
+            result = ToolResult(call.id, call.name, kind, "error", f"error: tool raised {type(exc).__name__}: {exc}")
+        finally:
+            if kind == "ask":
+                self.budget.resume()
+        finished = self.clock.now()
+        result = ToolResult(result.call_id, result.name, result.kind, result.status, result.text, result.segments,
+                            started_at=started, finished_at=finished,
+                            after_deadline=kind != "ask" and finished > self.budget.deadline)
+        return self._emit(call, round_no, result)
+
+    def _emit(self, call: ToolCall, round_no: int, result: ToolResult) -> ToolResult:
+        # Recorded as soon as it exists: an executed write is never lost.
+        self.on_result(call, round_no, result)
+        return result
