@@ -194,8 +194,8 @@ class ResearchLoop:
             self.evidence.append(Evidence(round_no, call.name, call.arguments, result.text))
         self.trace.emit("tool_result", round=round_no, call_id=call.id, tool=call.name, kind=result.kind,
                         status=result.status, chars=len(result.text), after_deadline=result.after_deadline,
-                        started=result.started_at, finished=result.finished_at,
-                        text=result.text if result.kind == "write" or result.status != "ok" else None,
+                        started=result.started_at, finished=result.finished_at, arguments=call.arguments,
+                        text=result.text, segments=list(result.segments) if result.segments is not None else None,
                         novelty=verdict.to_dict() if verdict else None)
 
     # -- one model request ------------------------------------------------------------

@@ -1,0 +1,155 @@
+"""A scenario wired to its provider, tools and clock; the trace; the verdict."""
+from __future__ import annotations
+
+import string
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from imprint_core.clock import MonotonicClock, VirtualClock
+from imprint_core.counting import ByteEstimateCounter, RegexTokenCounter
+from imprint_core.errors import ImprintError, ProviderError, UserInputError
+from imprint_core.loop import LoopConfig, ResearchLoop, ResearchResult
+from imprint_core.novelty import NoveltyConfig
+from imprint_core.providers.scripted import Chunk, ScriptedProvider, Turn
+from imprint_core.settings import ResearchSettings
+from imprint_core.trace import TraceWriter
+from imprint_core.types import CancelToken, Clock, Provider, ToolCall, Usage
+
+from .expectations import Failure, check
+from .scenario import Scenario, StubProviderSpec, TurnSpec
+from .simtools import build_tools
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ScenarioRun:
+    scenario: Scenario
+    trace_path: Path | None = None
+    result: ResearchResult | None = None
+    failures: list[Failure] = field(default_factory=list)
+    error: str | None = None     # the run could not complete
+    wall_seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and not self.failures
+
+    def row(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "scenario": self.scenario.name, "file": self.scenario.source,
+            "stop_reason": r.stop_reason.value if r else None, "final_mode": r.final_mode.value if r else None,
+            "rounds": r.rounds if r else None, "requests": r.research_requests if r else None,
+            "reserved": r.reserved if r else None, "charged": r.charged if r else None,
+            "refunded": r.refunded if r else None, "passed": self.passed,
+            "failures": [str(f) for f in self.failures] + ([self.error] if self.error else []),
+            "trace": str(self.trace_path) if self.trace_path else None,
+        }
+
+
+def _turns(specs: list[TurnSpec] | None) -> list[Turn] | None:
+    if specs is None:
+        return None
+    out: list[Turn] = []
+    serial = 0
+    for spec in specs:
+        for i in range(1, spec.repeat + 1):
+            calls = []
+            for c in spec.calls:
+                serial += 1
+                args = {k: string.Template(v).safe_substitute(i=i) if isinstance(v, str) else v
+                        for k, v in c.args.items()}
+                calls.append(ToolCall(f"call_{serial}", c.tool, args if c.raw_args is None else {},
+                                      invalid_arguments=c.raw_args))
+            chunks = None
+            if spec.chunks is not None:
+                chunks = [Chunk(ch.text, ch.delay) for ch in spec.chunks]
+            elif spec.answer is not None and spec.chunk_delay:
+                words = spec.answer.split(" ")
+                chunks = [Chunk(w + (" " if j < len(words) - 1 else ""), spec.chunk_delay) for j, w in enumerate(words)]
+            error = None
+            if spec.error is not None:
+                e = spec.error
+                error = ProviderError(e.kind, e.message, processed=e.processed, retryable=e.retryable,
+                                      retry_after=e.retry_after)
+            out.append(Turn(text=spec.answer or "", tool_calls=calls, chunks=chunks, latency=spec.latency,
+                            error=error, usage="auto" if spec.usage == "auto" else None))
+    return out
+
+
+def build_provider(scn: Scenario, clock: Clock) -> Provider:
+    spec = scn.provider
+    if isinstance(spec, StubProviderSpec):
+        counter = RegexTokenCounter() if spec.counter == "exact" else ByteEstimateCounter(spec.bytes_per_token)
+        return ScriptedProvider(_turns(spec.script), clock=clock, workers=_turns(spec.workers),
+                                final=_turns(spec.final), context_window=spec.context_window, counter=counter)
+    if spec.kind == "local":
+        from imprint_core.providers.local import LocalProvider
+        from .models import ensure_model_dir
+        return LocalProvider(ensure_model_dir(), clock=clock, dtype=spec.dtype, context_window=spec.context_window,
+                             seed=spec.seed)
+    if spec.kind == "remote":
+        from .recording import build_remote_provider
+        return build_remote_provider(scn, clock, REPO_ROOT)
+    raise UserInputError(f"unknown provider kind {spec.kind!r}", file=scn.source, key="provider.kind")
+
+
+def _cancel_token(scn: Scenario, clock: Clock, trace: TraceWriter) -> CancelToken:
+    spec = scn.cancel
+    if spec is None:
+        return CancelToken(clock)
+    if spec.at is not None:
+        return CancelToken(clock, at=spec.at)
+    token = CancelToken(clock)
+    seen = [0]
+
+    def watch(event: dict) -> None:
+        if event.get("type") == spec.on_event and all(str(event.get(k)) == str(v) for k, v in spec.where.items()):
+            seen[0] += 1
+            if seen[0] == spec.count:
+                token.cancel()
+    trace.subscribe(watch)
+    return token
+
+
+def loop_config(scn: Scenario) -> LoopConfig:
+    l = scn.loop
+    return LoopConfig(policy=scn.policy, research_max_output_tokens=l.research_max_output_tokens,
+                      final_deadline_sec=l.final_deadline_sec, max_retries=l.max_retries,
+                      section_workers=l.section_workers,
+                      novelty=NoveltyConfig(normalization=l.normalization,
+                                            containment_threshold=l.containment_threshold,
+                                            min_new_shingles=l.min_new_shingles))
+
+
+def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id: str | None = None,
+                 provider: Provider | None = None, clock: Clock | None = None,
+                 on_answer: Callable | None = None) -> ScenarioRun:
+    """Run one scenario; never raises for what the scenario or provider does.
+    Settings are the defaults plus the scenario's overrides: a scenario must
+    not depend on the user's config file or environment."""
+    started = time.perf_counter()
+    run = ScenarioRun(scn, Path(trace_path) if trace_path else None)
+    clock = clock or (VirtualClock() if scn.clock == "virtual" else MonotonicClock())
+    settings = ResearchSettings.from_mapping(scn.settings, source=scn.source)
+    meta = {"scenario": scn.name, "file": scn.source, "run_id": run_id, "provider_kind": scn.provider.kind,
+            "clock": scn.clock}
+    trace = TraceWriter(trace_path, clock, meta=meta)
+    try:
+        model = provider or build_provider(scn, clock)
+        loop = ResearchLoop(model, build_tools(scn), settings, clock=clock, config=loop_config(scn), trace=trace,
+                            cancel=_cancel_token(scn, clock, trace), on_answer=on_answer)
+        run.result = loop.run(scn.question)
+        run.failures = check(scn.expect, run.result, trace.events)
+    except UserInputError:
+        raise
+    except ImprintError as exc:  # a script that ran out, for instance: the scenario is wrong, not the loop
+        run.error = f"{type(exc).__name__}: {exc}"
+        trace.emit("run_error", error=run.error)
+    finally:
+        trace.close()
+        run.wall_seconds = time.perf_counter() - started
+    return run

@@ -1,0 +1,392 @@
+"""Scenario files: the model, loading with file:line errors, the JSON schema.
+
+One scenario per YAML file. Unknown keys are errors, so a typo can never
+silently change what a scenario tests.
+"""
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from imprint_core.errors import SettingsError, UserInputError
+from imprint_core.novelty import NORMALIZATIONS
+from imprint_core.settings import IGNORED_KEYS, SPECS, validate
+
+from .yamlsource import line_of, load_yaml
+
+NonNeg = Annotated[float, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Range(_Strict):
+    """An inclusive range; either end may be left open."""
+    min: float | None = None
+    max: float | None = None
+
+    def contains(self, value: float) -> bool:
+        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+
+    def __str__(self) -> str:
+        lo = "" if self.min is None else f"{self.min:g}"
+        hi = "" if self.max is None else f"{self.max:g}"
+        return f"{lo}..{hi}"
+
+
+Count = Union[int, Range]
+
+
+# ---- the provider's script ----------------------------------------------------------
+class CallSpec(_Strict):
+    """A tool call the scripted model makes. `${i}` in string arguments is
+    the repeat index (1-based)."""
+    tool: str
+    args: dict[str, Any] = {}
+    raw_args: str | None = Field(None, description="Arguments exactly as the model produced them, when not valid JSON")
+
+
+class ErrorSpec(_Strict):
+    kind: str = Field("http_500", description="A provider error kind, for example http_429, http_500, connection")
+    message: str = "scripted failure"
+    retryable: bool = False
+    retry_after: NonNeg | None = None
+    processed: bool = Field(True, description="Whether the provider processed the prompt (it is then charged)")
+
+
+class ChunkSpec(_Strict):
+    text: str
+    delay: NonNeg = 0.0
+
+
+class TurnSpec(_Strict):
+    """One scripted reply: tool calls, or an answer; optionally streamed in
+    chunks with simulated delays, or failing with an error."""
+    repeat: int = Field(1, ge=1, description="Use this turn this many times in a row")
+    calls: list[CallSpec] = []
+    answer: str | None = None
+    chunks: list[ChunkSpec] | None = None
+    chunk_delay: NonNeg = Field(0.0, description="Stream `answer` word by word with this delay per word")
+    latency: NonNeg = Field(0.0, description="Simulated seconds before the first chunk (prefill)")
+    error: ErrorSpec | None = None
+    usage: Literal["auto", "none"] = "auto"
+
+    @model_validator(mode="after")
+    def _one_thing(self) -> "TurnSpec":
+        if self.answer is not None and self.chunks is not None:
+            raise ValueError("give either `answer` or `chunks`, not both")
+        return self
+
+
+class StubProviderSpec(_Strict):
+    kind: Literal["stub"]
+    context_window: int = Field(8192, ge=64)
+    counter: Literal["bytes", "exact"] = Field("bytes", description="bytes: the UTF-8 estimate; exact: a tokenizer")
+    bytes_per_token: float = Field(3.0, gt=0)
+    script: list[TurnSpec]
+    workers: list[TurnSpec] | None = None
+    final: list[TurnSpec] | None = None
+
+
+class LocalProviderSpec(_Strict):
+    kind: Literal["local"]
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    context_window: int | None = Field(None, ge=64)
+    seed: int = 0
+
+
+class RemoteProviderSpec(_Strict):
+    kind: Literal["remote"]
+    server: Literal["transformers", "llamacpp"]
+    cassette: str | None = Field(None, description="Recorded session to replay, relative to the repository root")
+    base_url: str | None = None
+    model: str | None = None
+    stream: bool = True
+    context_window: int = Field(4096, ge=64)
+    bytes_per_token: float = Field(3.0, gt=0)
+
+
+ProviderSpec = Annotated[Union[StubProviderSpec, LocalProviderSpec, RemoteProviderSpec], Field(discriminator="kind")]
+
+
+# ---- tools ------------------------------------------------------------------------------
+class Hit(_Strict):
+    title: str
+    url: str = ""
+    snippet: str = ""
+    score: float | None = None
+    date: str | None = None
+
+    def render(self) -> str:
+        parts = [self.title]
+        if self.url:
+            parts.append(self.url)
+        if self.date:
+            parts.append(f"date: {self.date}")
+        if self.score is not None:
+            parts.append(f"score: {self.score}")
+        if self.snippet:
+            parts.append(self.snippet)
+        return "\n".join(parts)
+
+
+class ResultSpec(_Strict):
+    """What one call returns: exactly one of text, hits, empty, error, raises.
+    `${name}` in text is replaced by the call's argument `name`, `${n}` by the
+    call number."""
+    text: str | None = None
+    hits: list[Hit] | None = None
+    empty: bool = False
+    error: str | None = None
+    raises: str | None = Field(None, description="The tool raises an exception with this message")
+    duration: NonNeg | None = Field(None, description="Simulated seconds, overriding the tool's duration")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "ResultSpec":
+        given = [k for k in ("text", "hits", "error", "raises") if getattr(self, k) is not None] + \
+            (["empty"] if self.empty else [])
+        if len(given) != 1:
+            raise ValueError("a result needs exactly one of text, hits, empty, error, raises"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        return self
+
+
+class MatchRule(_Strict):
+    args: dict[str, Any] = Field(description="Argument values the call must have (a subset)")
+    result: ResultSpec
+
+
+class ToolSpecYaml(_Strict):
+    name: str
+    kind: Literal["read", "write", "ask"] = "read"
+    description: str = ""
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    blocking: bool = Field(True, description="A blocking tool runs to completion past the deadline; "
+                                             "a background read is abandoned at the deadline")
+    duration: NonNeg = 0.0
+    results: list[ResultSpec] = Field([], description="Results by call index (1st call, 2nd call, ...)")
+    cycle: bool = Field(False, description="Cycle through `results` instead of running out")
+    match: list[MatchRule] = Field([], description="Results chosen by matching arguments; checked first")
+    default: ResultSpec | None = None
+
+
+class AnswerSpec(_Strict):
+    text: str
+    wait: NonNeg = Field(0.0, description="Simulated seconds the user takes to answer")
+
+
+class CancelSpec(_Strict):
+    at: NonNeg | None = Field(None, description="Cancel when the virtual clock reaches this time")
+    on_event: str | None = Field(None, description="Cancel after this trace event type, e.g. tool_call")
+    where: dict[str, Any] = Field({}, description="Fields the event must have, e.g. {role: final}")
+    count: int = Field(1, ge=1, description="Cancel at the n-th matching event")
+
+    @model_validator(mode="after")
+    def _one(self) -> "CancelSpec":
+        if (self.at is None) == (self.on_event is None):
+            raise ValueError("give exactly one of `at` or `on_event`")
+        return self
+
+
+class LoopSpec(_Strict):
+    research_max_output_tokens: int = Field(256, ge=1)
+    section_workers: bool = False
+    max_retries: int = Field(2, ge=0)
+    normalization: Literal["none", "basic", "default"] = "default"
+    containment_threshold: float = Field(0.8, gt=0, le=1)
+    min_new_shingles: int = Field(3, ge=1)
+    final_deadline_sec: NonNeg = 120.0
+
+
+StopReasonName = Literal["answered", "time_budget", "token_budget", "no_progress", "context_full", "cancelled"]
+FinalModeName = Literal["answered", "synthesized", "fallback", "cancelled"]
+
+
+class ExpectSpec(_Strict):
+    stop_reason: StopReasonName | None = None
+    final_mode: FinalModeName | None = None
+    rounds: Count | None = None
+    requests: Count | None = Field(None, description="Research requests sent or attempted (reserved)")
+    reserved: Count | None = None
+    charged: Count | None = None
+    refunded: Count | None = None
+    writes_executed: Count | None = None
+    events: dict[str, Count] = Field({}, description="Counts of trace events: `type` or `type[key=value,...]`")
+    answer_contains: list[str] = []
+    no_lost_writes: bool = Field(True, description="Every executed write has exactly one recorded result")
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    question: str
+    settings: dict[str, Any] = Field({}, description="Overrides of chat.* settings, validated like `imprint settings set`")
+    policy: Literal["reserve", "prefix-refund"] = "prefix-refund"
+    clock: Literal["virtual", "real"] = "virtual"
+    loop: LoopSpec = LoopSpec()
+    provider: ProviderSpec
+    tools: list[ToolSpecYaml] = []
+    answers: list[AnswerSpec] = []
+    cancel: CancelSpec | None = None
+    expect: ExpectSpec = ExpectSpec()
+
+    # Set by the loader, not by the file.
+    source: str | None = Field(None, exclude=True)
+
+
+assert NORMALIZATIONS == ("none", "basic", "default")  # keep LoopSpec's Literal in step
+
+
+# ---- loading --------------------------------------------------------------------------
+def _allowed_keys(loc: tuple) -> list[str] | None:
+    """Field names of the model at `loc`, walking the annotations."""
+    tp: Any = Scenario
+    for part in loc:
+        tp = _step(tp, part)
+        if tp is None:
+            return None
+    tp = _unwrap(tp, None)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [n for n, f in tp.model_fields.items() if not f.exclude]
+    return None
+
+
+def _unwrap(tp: Any, part: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0], part)
+    if origin is Union or str(origin) == "types.UnionType":
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        for m in models:  # a discriminated union's tag names the member
+            kind = m.model_fields.get("kind")
+            if kind is not None and part in typing.get_args(kind.annotation):
+                return m
+        return models[0] if len(models) == 1 else (members[0] if len(members) == 1 else tp)
+    return tp
+
+
+def _step(tp: Any, part: Any) -> Any:
+    tp = _unwrap(tp, part)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if part in tp.model_fields:
+            return tp.model_fields[part].annotation
+        return tp if any(  # a discriminator tag inside the loc: stay on the chosen member
+            part in typing.get_args(f.annotation) for n, f in tp.model_fields.items() if n == "kind") else None
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple) and isinstance(part, int):
+        return typing.get_args(tp)[0]
+    if origin is dict:
+        return typing.get_args(tp)[1]
+    return None
+
+
+def _clean_loc(loc: tuple, lines: dict[tuple, int]) -> tuple:
+    """Drop pydantic's own loc parts (union tags, validator names) that are
+    not keys in the file, keeping the last part (which may be a missing or
+    unknown key)."""
+    out: tuple = ()
+    for i, part in enumerate(loc):
+        if out + (part,) in lines or i == len(loc) - 1:
+            out += (part,)
+    return out
+
+
+def _key_text(loc: tuple) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (("." if text else "") + str(part))
+    return text or "(top level)"
+
+
+def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> UserInputError:
+    first = exc.errors()[0]
+    loc = _clean_loc(tuple(first["loc"]), lines)
+    kind = first["type"]
+    expected = None
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(tuple(first["loc"])[:-1])
+        message = "unknown key"
+        expected = "one of " + ", ".join(allowed) if allowed else None
+    elif kind == "missing":
+        message = "required key is missing"
+        allowed = _allowed_keys(tuple(first["loc"])[:-1])
+    elif kind == "union_tag_invalid":
+        message = f"unknown provider kind {first['input'] if not isinstance(first['input'], dict) else first['input'].get('kind')!r}"
+        expected = "one of stub, local, remote"
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+        if first.get("input") is not None and kind not in ("model_type", "model_attributes_type"):
+            value = first["input"]
+            if not isinstance(value, (dict, list)):
+                message += f" (got {value!r})"
+    more = len(exc.errors()) - 1
+    if more:
+        message += f"; and {more} more problem(s)"
+    return UserInputError(message, file=name, line=line_of(lines, loc), key=_key_text(loc), expected=expected)
+
+
+def parse_scenario(text: str, name: str) -> Scenario:
+    data, lines = load_yaml(text, name)
+    if not isinstance(data, dict):
+        raise UserInputError("a scenario file must be a mapping of keys", file=name, line=1,
+                             expected="keys such as name, question, provider, tools, expect")
+    try:
+        scn = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise _translate(exc, name, lines) from None
+    for key, value in scn.settings.items():
+        where = line_of(lines, ("settings", key))
+        if key in IGNORED_KEYS:
+            continue  # the legacy round cap: accepted, never applied
+        if key not in SPECS:
+            raise UserInputError("unknown setting", file=name, line=where, key=f"settings.{key}",
+                                 expected="one of " + ", ".join(list(SPECS) + sorted(IGNORED_KEYS)))
+        try:
+            validate(key, value)
+        except SettingsError as exc:
+            raise UserInputError(exc.message, file=name, line=where, key=f"settings.{key}",
+                                 expected=exc.expected) from None
+    return scn.model_copy(update={"source": name})
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(p)) from None
+    except OSError as exc:
+        raise UserInputError(f"cannot read: {exc.strerror}", file=str(p)) from None
+    return parse_scenario(text, str(p))
+
+
+def scenario_files(paths: list[str | Path]) -> list[Path]:
+    """Expand directories to their *.yaml files, sorted; missing paths are errors."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.yaml")))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise UserInputError("no such file or directory", file=str(p))
+    return out
+
+
+def json_schema() -> dict:
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Imprint scenario"
+    schema.setdefault("properties", {}).pop("source", None)
+    return schema
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
