@@ -1,0 +1,230 @@
+"""Round logs (`imprint-rounds/1`): read, replay through the stop rule, export.
+
+Real runs of other agents carry no model and no budgets; replaying them
+through the same novelty tracker and patience rule lets the rule be checked
+and tuned on runs nobody here wrote.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from imprint_core.errors import UserInputError
+from imprint_core.novelty import NoveltyConfig, NoveltyTracker, PatienceRule
+from imprint_core.settings import atomic_write_text
+from imprint_core.trace import read_trace
+
+ROUNDS_FORMAT = "imprint-rounds/1"
+KINDS = ("read", "write", "ask")
+STATUSES = ("ok", "error", "empty")
+
+
+@dataclass
+class RoundCall:
+    tool: str
+    args: dict[str, Any]
+    kind: str
+    status: str
+    result: str
+    segments: list[str] | None = None
+
+
+@dataclass
+class Round:
+    number: int
+    calls: list[RoundCall]
+
+
+@dataclass
+class RoundLog:
+    path: str
+    source: str
+    labels: dict[str, Any]
+    rounds: list[Round] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+
+def _need(obj: dict, key: str, types: type | tuple, file: str, line: int, where: str, expected: str) -> Any:
+    if key not in obj:
+        raise UserInputError("required key is missing", file=file, line=line, key=f"{where}{key}", expected=expected)
+    value = obj[key]
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise UserInputError(f"wrong type {type(value).__name__}", file=file, line=line, key=f"{where}{key}",
+                             expected=expected)
+    return value
+
+
+def read_round_log(path: str | Path) -> RoundLog:
+    p = str(path)
+    try:
+        raw = Path(p).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=p) from None
+    except OSError as exc:
+        raise UserInputError(f"cannot read: {exc.strerror}", file=p) from None
+    lines = raw.splitlines()
+    objs: list[tuple[int, dict]] = []
+    for no, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise UserInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", file=p, line=no) from None
+        if not isinstance(obj, dict):
+            raise UserInputError("each line must be a JSON object", file=p, line=no)
+        objs.append((no, obj))
+    if not objs:
+        raise UserInputError("empty file: no header", file=p, line=1, key="format", expected=ROUNDS_FORMAT)
+    no, header = objs[0]
+    if header.get("format") != ROUNDS_FORMAT:
+        raise UserInputError(f"unsupported format {header.get('format')!r}", file=p, line=no, key="format",
+                             expected=ROUNDS_FORMAT)
+    unknown = set(header) - {"format", "source", "labels"}
+    if unknown:
+        raise UserInputError("unknown header key", file=p, line=no, key=sorted(unknown)[0],
+                             expected="format, source, labels")
+    labels = header.get("labels", {})
+    if not isinstance(labels, dict):
+        raise UserInputError("labels must be an object", file=p, line=no, key="labels", expected="a JSON object")
+    log = RoundLog(p, str(header.get("source", "")), labels)
+    for no, obj in objs[1:]:
+        unknown = set(obj) - {"round", "calls"}
+        if unknown:
+            raise UserInputError("unknown key", file=p, line=no, key=sorted(unknown)[0], expected="round, calls")
+        number = _need(obj, "round", int, p, no, "", "an integer round number")
+        expected_no = len(log.rounds) + 1
+        if number != expected_no:
+            raise UserInputError(f"round {number} out of order", file=p, line=no, key="round",
+                                 expected=f"round {expected_no}")
+        calls_raw = _need(obj, "calls", list, p, no, "", "a list of calls")
+        calls = []
+        for i, c in enumerate(calls_raw):
+            where = f"calls[{i}]."
+            if not isinstance(c, dict):
+                raise UserInputError("a call must be an object", file=p, line=no, key=f"calls[{i}]")
+            extra = set(c) - {"tool", "args", "kind", "status", "result", "segments"}
+            if extra:
+                raise UserInputError("unknown key", file=p, line=no, key=where + sorted(extra)[0],
+                                     expected="tool, args, kind, status, result")
+            tool = _need(c, "tool", str, p, no, where, "a tool name")
+            args = c.get("args", {})
+            if not isinstance(args, dict):
+                raise UserInputError("args must be an object", file=p, line=no, key=where + "args", expected="a JSON object")
+            kind = _need(c, "kind", str, p, no, where, "one of " + ", ".join(KINDS))
+            if kind not in KINDS:
+                raise UserInputError(f"unknown kind {kind!r}", file=p, line=no, key=where + "kind",
+                                     expected="one of " + ", ".join(KINDS))
+            status = _need(c, "status", str, p, no, where, "one of " + ", ".join(STATUSES))
+            if status not in STATUSES:
+                raise UserInputError(f"unknown status {status!r}", file=p, line=no, key=where + "status",
+                                     expected="one of " + ", ".join(STATUSES))
+            result = c.get("result", "")
+            if not isinstance(result, str):
+                raise UserInputError("result must be a string", file=p, line=no, key=where + "result",
+                                     expected="the tool's result text")
+            segs = c.get("segments")
+            if segs is not None and not (isinstance(segs, list) and all(isinstance(s, str) for s in segs)):
+                raise UserInputError("segments must be a list of strings", file=p, line=no, key=where + "segments")
+            calls.append(RoundCall(tool, args, kind, status, result, segs))
+        log.rounds.append(Round(number, calls))
+    return log
+
+
+@dataclass
+class ReplayResult:
+    file: str
+    rounds: int
+    stop_round: int | None
+    stop_reason: str | None
+    progress_rounds: list[int]
+    patience_by_round: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "rounds": self.rounds, "stop_round": self.stop_round,
+                "stop_reason": self.stop_reason, "progress_rounds": self.progress_rounds}
+
+
+def round_progress(log: RoundLog, config: NoveltyConfig) -> list[tuple[str, bool]]:
+    """Per round: its kind (read, write, ask) and whether it made progress.
+    Computed once per normalization; patience values reuse it (the tuner)."""
+    tracker = NoveltyTracker(config)
+    out = []
+    for rnd in log.rounds:
+        judged = [tracker.judge(c.status, c.result, c.segments) for c in rnd.calls]
+        novelty = tracker.commit_round(judged)
+        kinds = {c.kind for c in rnd.calls}
+        asked = any(c.kind == "ask" and c.status == "ok" for c in rnd.calls)
+        kind = "write" if "write" in kinds else "ask" if "ask" in kinds else "read"
+        out.append((kind, novelty.progress or asked))
+    return out
+
+
+def apply_patience(progress: list[tuple[str, bool]], patience: int) -> tuple[int | None, list[int]]:
+    """The round at which the rule stops (None: never), and the counter per round."""
+    rule = PatienceRule(patience)
+    counters = []
+    for i, (kind, made) in enumerate(progress, start=1):
+        stop = rule.update(write=kind == "write", progress=made)
+        counters.append(rule.counter)
+        if stop:
+            return i, counters
+    return None, counters
+
+
+def replay(log: RoundLog, *, patience: int = 4, normalization: str = "default",
+           config: NoveltyConfig | None = None) -> ReplayResult:
+    cfg = config or NoveltyConfig(normalization=normalization)
+    progress = round_progress(log, cfg)
+    stop, counters = apply_patience(progress, patience)
+    return ReplayResult(log.path, len(log.rounds), stop, "no_progress" if stop else None,
+                        [i for i, (_, made) in enumerate(progress, start=1) if made], counters)
+
+
+def round_log_files(paths: Iterable[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.jsonl"), key=lambda q: (len(q.stem), q.stem)))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise UserInputError("no such file or directory", file=str(p))
+    return out
+
+
+def trace_to_round_log(trace_path: str | Path) -> str:
+    """One of our traces as a round log: each round's executed calls with
+    their kind, status and full result text."""
+    trace = read_trace(trace_path)
+    rounds: dict[int, list[dict]] = {}
+    for e in trace.events:
+        if e["type"] == "tool_result" and e.get("status") != "not_executed":
+            status = e["status"] if e["status"] in STATUSES else "error"
+            call = {"tool": e["tool"], "args": e.get("arguments") or {}, "kind": e["kind"], "status": status,
+                    "result": e.get("text") or ""}
+            if e.get("segments") is not None:
+                call["segments"] = e["segments"]
+            rounds.setdefault(int(e["round"]), []).append(call)
+        elif e["type"] == "round_end":
+            rounds.setdefault(int(e["round"]), [])
+    header = {"format": ROUNDS_FORMAT, "source": f"imprint trace {Path(trace_path).name}",
+              "labels": {"scenario": trace.header.get("scenario")}}
+    lines = [json.dumps(header, ensure_ascii=False)]
+    for n, number in enumerate(sorted(rounds), start=1):
+        lines.append(json.dumps({"round": n, "calls": rounds[number]}, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def export_round_log(trace_path: str | Path, out: str | Path) -> Path:
+    text = trace_to_round_log(trace_path)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, text)
+    return out
