@@ -286,13 +286,13 @@ def _step(tp: Any, part: Any) -> Any:
     return None
 
 
-def _clean_loc(loc: tuple, lines: dict[tuple, int]) -> tuple:
-    """Drop pydantic's own loc parts (union tags, validator names) that are
-    not keys in the file, keeping the last part (which may be a missing or
-    unknown key)."""
+def _clean_loc(loc: tuple, lines: dict[tuple, int], keep_last: bool) -> tuple:
+    """Drop pydantic's own loc parts (union member names, validator names)
+    that are not keys in the file; keep the last part for a missing or
+    unknown key."""
     out: tuple = ()
     for i, part in enumerate(loc):
-        if out + (part,) in lines or i == len(loc) - 1:
+        if out + (part,) in lines or (keep_last and i == len(loc) - 1):
             out += (part,)
     return out
 
@@ -305,9 +305,12 @@ def _key_text(loc: tuple) -> str:
 
 
 def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> UserInputError:
-    first = exc.errors()[0]
-    loc = _clean_loc(tuple(first["loc"]), lines)
+    errors = exc.errors()
+    first = errors[0]
     kind = first["type"]
+    loc = _clean_loc(tuple(first["loc"]), lines, keep_last=kind in ("extra_forbidden", "missing"))
+    # A union reports one error per member at the same place: say them once.
+    same = [e for e in errors if _clean_loc(tuple(e["loc"]), lines, kind in ("extra_forbidden", "missing")) == loc]
     expected = None
     if kind == "extra_forbidden":
         allowed = _allowed_keys(tuple(first["loc"])[:-1])
@@ -315,17 +318,17 @@ def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> User
         expected = "one of " + ", ".join(allowed) if allowed else None
     elif kind == "missing":
         message = "required key is missing"
-        allowed = _allowed_keys(tuple(first["loc"])[:-1])
     elif kind == "union_tag_invalid":
-        message = f"unknown provider kind {first['input'] if not isinstance(first['input'], dict) else first['input'].get('kind')!r}"
+        tag = first["input"].get("kind") if isinstance(first["input"], dict) else first["input"]
+        message = f"unknown provider kind {tag!r}"
         expected = "one of stub, local, remote"
     else:
-        message = first["msg"].removeprefix("Value error, ")
-        if first.get("input") is not None and kind not in ("model_type", "model_attributes_type"):
-            value = first["input"]
-            if not isinstance(value, (dict, list)):
-                message += f" (got {value!r})"
-    more = len(exc.errors()) - 1
+        msgs = list(dict.fromkeys(e["msg"].removeprefix("Value error, ") for e in same))
+        message = " or ".join(msgs)
+        value = first.get("input")
+        if value is not None and not isinstance(value, (dict, list)):
+            message += f" (got {value!r})"
+    more = len(errors) - len(same)
     if more:
         message += f"; and {more} more problem(s)"
     return UserInputError(message, file=name, line=line_of(lines, loc), key=_key_text(loc), expected=expected)
