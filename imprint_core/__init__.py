@@ -15,4 +15,7 @@ from .types import (CancelToken, Clock, Done, ErrorEvent, FinalMode, Message, Mo
                     ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
                     ToolOutput, ToolResult, ToolSpec, Usage, UsageEvent)
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+import types as _types
+
+__all__ = sorted(n for n, v in dict(globals()).items()
+                 if not n.startswith("_") and not isinstance(v, _types.ModuleType))
