@@ -79,6 +79,8 @@ def final_answer(loop: "ResearchLoop", stop: StopReason, detail: str, messages: 
         loop.trace.emit("final_context", fits=False, estimated_prompt=estimate, max_tokens=loop.settings.max_tokens,
                         context_window=loop.provider.context_window)
         condensed = _condensed_messages(loop, why) if loop.evidence else None
+        if loop.cancel.cancelled:  # cancelled while condensing: stop, no fallback
+            return "", FinalMode.CANCELLED
         if condensed is None:
             return _fallback(loop, stop, "the final context could not fit the model's context window")
         final_msgs = condensed

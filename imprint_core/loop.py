@@ -116,6 +116,7 @@ class ResearchLoop:
         self.tool_specs = [t.spec for t in tools]
         self._judged: dict[str, tuple] = {}
         self._round_calls: dict[str, ToolCall] = {}
+        self._fanouts: dict[int, int] = {}
         self.evidence: list[Evidence] = []
         self.writes: list[ToolResult] = []
         self.question = ""
@@ -300,13 +301,19 @@ class ResearchLoop:
     # -- section workers -------------------------------------------------------------
     def _run_workers(self, arguments: dict[str, Any], ctx) -> ToolOutput:
         sections = [str(s) for s in arguments.get("sections", [])]
-        base = f"w{self.round}"
+        # Every worker request is a fresh model context: a second fan-out in
+        # the same round must not be charged as if it continued the first.
+        self._fanouts[self.round] = self._fanouts.get(self.round, 0) + 1
+        fanout = self._fanouts[self.round]
+        base = f"w{self.round}" if fanout == 1 else f"w{self.round}.{fanout}"
 
         def one(i: int, section: str) -> str:
             msgs = [Message("system", WORKER_SYSTEM),
                     Message("user", f"Question: {self.question}\nSection: {section}")]
-            reply = self.request(msgs, [], role="worker", context_id=f"{base}-{i}",
+            context_id = f"{base}-{i}"
+            reply = self.request(msgs, [], role="worker", context_id=context_id,
                                  max_output=self.config.research_max_output_tokens)
+            self.ledger.forget_context(context_id)  # never continued: keep memory flat
             if reply.stop is not None or reply.error is not None:
                 return f"[section {section!r} not researched: {reply.detail}]"
             return reply.text

@@ -30,7 +30,8 @@ _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*"), r"\1"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<id>"),
-    (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"), "<id>"),
+    # Not the digits of a decimal fraction ("score: 0.4279989206443445e-05").
+    (re.compile(r"(?<!\d\.)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"), "<id>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b"), "<date>"),
     (re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b"), "<date>"),
     (re.compile(r"\b" + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"), "<date>"),

@@ -7,6 +7,7 @@ survive a save untouched, and replace the file atomically.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,9 @@ def spec_for(key: str, *, file: str | None = None, line: int | None = None) -> S
                             expected="one of " + ", ".join(SPECS)) from None
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
+
+
 def validate(key: str, value: Any, *, source: str | None = None, line: int | None = None) -> int:
     """Return `value` as the setting's type, or raise naming key, value and bounds."""
     spec = spec_for(key, file=source, line=line)
@@ -74,8 +78,10 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
     elif isinstance(value, float) and value.is_integer():
         parsed = int(value)
     elif isinstance(value, str):
-        text = value.strip().replace("_", "")
-        if text.lstrip("+-").isdigit():
+        # ASCII digits with an optional sign and single underscores between
+        # digits (as TOML and Python write them); anything else is not a number.
+        text = value.strip()
+        if _INTEGER.fullmatch(text):
             parsed = int(text)
     if parsed is None:
         raise SettingsError(f"{value!r} is not an integer", file=source, line=line, key=key,

@@ -6,6 +6,7 @@ from typing import Any, Callable, Sequence
 
 from .budget import TimeBudget
 from .errors import ToolAbandoned
+from .novelty import segment
 from .types import (CancelToken, Clock, Tool, ToolCall, ToolContext, ToolFunction, ToolOutput,
                     ToolResult, ToolSpec)
 
@@ -103,7 +104,10 @@ class ToolExecutor:
             if not isinstance(out, ToolOutput):
                 out = ToolOutput(_as_text(out))
             text = _as_text(out.text)
-            status = out.status or ("ok" if text.strip() or out.segments else "empty")
+            # A read that returned no evidence units ("", "[]", no hits) is empty,
+            # not evidence, whatever its raw text.
+            units = out.segments if out.segments is not None else segment(text)
+            status = out.status or ("ok" if any(_as_text(u).strip() for u in units) else "empty")
             result = ToolResult(call.id, call.name, kind, status, text,
                                 segments=tuple(_as_text(s) for s in out.segments) if out.segments is not None else None)
         except ToolAbandoned as exc:

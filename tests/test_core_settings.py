@@ -1,0 +1,240 @@
+"""Settings: defaults, metadata, bounds, file and environment overrides,
+reset, the ignored legacy key, and atomic style-preserving saves."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from imprint_core import SPECS, ResearchSettings, Settings, SettingsError, validate
+from imprint_core import settings as settings_mod
+
+EXPECTED = {
+    "chat.research_timeout_sec": (300, 10, 3600, "seconds"),
+    "chat.research_token_budget": (65_536, 1_024, 2_000_000, "tokens"),
+    "chat.research_no_progress_rounds": (4, 2, 20, "rounds"),
+}
+ENV = {
+    "chat.research_timeout_sec": "IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC",
+    "chat.research_token_budget": "IMPRINT_CHAT_RESEARCH_TOKEN_BUDGET",
+    "chat.research_no_progress_rounds": "IMPRINT_CHAT_RESEARCH_NO_PROGRESS_ROUNDS",
+    "chat.max_tokens": "IMPRINT_CHAT_MAX_TOKENS",
+}
+
+LEGACY_FILE = """\
+# my imprint settings
+# (kept by hand; do not reformat)
+
+[chat]
+# the old round cap, from before ADR 0102
+max_tool_iters = 12   # twelve rounds
+research_timeout_sec = 60  # one minute
+
+[ui]
+theme = "dark"
+"""
+
+
+def make(tmp_path: Path, text: str | None = None, env: dict | None = None) -> Settings:
+    path = tmp_path / "cfg" / "config.toml"
+    if text is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return Settings(path, environ=env or {})
+
+
+def test_four_keys_with_spec_defaults_and_metadata(tmp_path):
+    s = make(tmp_path)
+    listed = {d["key"]: d for d in s.list()}
+    assert set(listed) == set(ENV)
+    for key, (default, lo, hi, unit) in EXPECTED.items():
+        d = listed[key]
+        assert (d["value"], d["default"], d["min"], d["max"], d["unit"]) == (default, default, lo, hi, unit)
+        assert d["type"] == "int" and d["source"] == "default"
+        assert d["description"].strip()
+        assert d["env"] == ENV[key]
+        assert s.get(key) == default
+    mt = listed["chat.max_tokens"]
+    assert mt["min"] <= mt["default"] <= mt["max"] and mt["unit"] == "tokens"
+    assert ResearchSettings() == s.resolve()
+
+
+@pytest.mark.parametrize("key", list(SPECS))
+def test_exact_bounds_accepted_and_one_past_rejected(tmp_path, key):
+    spec = SPECS[key]
+    s = make(tmp_path)
+    assert s.set(key, spec.min) == spec.min and s.get(key) == spec.min
+    assert s.set(key, spec.max) == spec.max and s.get(key) == spec.max
+    for bad in (spec.min - 1, spec.max + 1):
+        with pytest.raises(SettingsError) as info:
+            s.set(key, bad)
+        msg = str(info.value)
+        assert key in msg and str(bad) in msg and str(spec.min) in msg and str(spec.max) in msg
+    assert s.get(key) == spec.max  # a rejected set changed nothing
+
+
+@pytest.mark.parametrize("bad", ["abc", "", "12.5", 12.5, "1e3", True, None, [5], "ten", "-+5", "²", "1 0"])
+def test_non_numeric_rejected_naming_key_value_and_bounds(bad):
+    key = "chat.research_timeout_sec"
+    with pytest.raises(SettingsError) as info:
+        validate(key, bad)
+    msg = str(info.value)
+    assert key in msg and repr(bad) in msg and "10" in msg and "3600" in msg
+
+
+def test_numeric_strings_accepted():
+    assert validate("chat.research_timeout_sec", "  600 ") == 600
+    assert validate("chat.research_token_budget", "100_000") == 100_000
+    assert validate("chat.research_timeout_sec", 600.0) == 600
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(SPECS)), st.integers(min_value=-10_000_000, max_value=10_000_000))
+def test_property_accepts_exactly_the_bounds(key, value):
+    spec = SPECS[key]
+    inside = spec.min <= value <= spec.max
+    for form in (value, str(value)):
+        if inside:
+            assert validate(key, form) == value
+        else:
+            with pytest.raises(SettingsError) as info:
+                validate(key, form)
+            assert key in str(info.value) and str(spec.min) in str(info.value)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.text(max_size=12))
+def test_property_arbitrary_text_is_accepted_or_rejected_cleanly(text):
+    """Never a crash other than SettingsError, whatever a person types."""
+    key = "chat.research_no_progress_rounds"
+    try:
+        value = validate(key, text)
+    except SettingsError as exc:
+        assert key in str(exc)
+    else:
+        assert 2 <= value <= 20 and int(text.strip().replace("_", "")) == value
+
+
+def test_file_override_and_env_override(tmp_path):
+    s = make(tmp_path, "[chat]\nresearch_timeout_sec = 42\nresearch_no_progress_rounds = 7\n")
+    assert s.get("chat.research_timeout_sec") == 42
+    assert s.describe("chat.research_timeout_sec")["source"] == "file"
+    env = {"IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC": "99", "IMPRINT_CHAT_MAX_TOKENS": "2048"}
+    s2 = Settings(s.path, environ=env)
+    assert s2.get("chat.research_timeout_sec") == 99
+    assert s2.describe("chat.research_timeout_sec")["source"] == "env"
+    assert s2.get("chat.max_tokens") == 2048
+    assert s2.get("chat.research_no_progress_rounds") == 7  # file still applies to the others
+    r = s2.resolve()
+    assert (r.research_timeout_sec, r.max_tokens, r.research_no_progress_rounds) == (99, 2048, 7)
+
+
+@pytest.mark.parametrize("key", list(SPECS))
+def test_each_env_variable_overrides_and_is_validated(tmp_path, key):
+    spec = SPECS[key]
+    s = Settings(tmp_path / "none.toml", environ={ENV[key]: str(spec.min)})
+    assert s.get(key) == spec.min
+    bad = Settings(tmp_path / "none.toml", environ={ENV[key]: str(spec.max + 1)})
+    with pytest.raises(SettingsError) as info:
+        bad.get(key)
+    assert key in str(info.value) and str(spec.max + 1) in str(info.value) and ENV[key] in str(info.value)
+
+
+def test_out_of_range_file_value_rejected_naming_file(tmp_path):
+    s = make(tmp_path, "[chat]\nresearch_no_progress_rounds = 1\n")
+    with pytest.raises(SettingsError) as info:
+        s.get("chat.research_no_progress_rounds")
+    assert str(s.path) in str(info.value) and "research_no_progress_rounds" in str(info.value)
+
+
+def test_set_persists_and_reset_restores_default(tmp_path):
+    s = make(tmp_path)
+    s.set("chat.research_token_budget", 4096)
+    s.set("chat.research_timeout_sec", "120")
+    fresh = Settings(s.path, environ={})
+    assert fresh.get("chat.research_token_budget") == 4096
+    assert fresh.get("chat.research_timeout_sec") == 120
+    fresh.reset("chat.research_token_budget")
+    assert fresh.get("chat.research_token_budget") == 65_536
+    assert fresh.get("chat.research_timeout_sec") == 120
+    fresh.reset()
+    assert all(d["source"] == "default" for d in Settings(s.path, environ={}).list())
+    with pytest.raises(SettingsError):
+        fresh.reset("chat.no_such_key")
+    with pytest.raises(SettingsError):
+        fresh.set("chat.max_tool_iters", 5)
+
+
+def test_legacy_key_in_file_is_ignored_and_preserved_with_comments(tmp_path):
+    s = make(tmp_path, LEGACY_FILE)
+    assert s.get("chat.research_timeout_sec") == 60
+    assert [d["key"] for d in s.list()] == list(SPECS)  # the legacy key is not a setting
+    assert s.resolve() == ResearchSettings(research_timeout_sec=60)
+    s.set("chat.research_no_progress_rounds", 6)
+    text = s.path.read_text(encoding="utf-8")
+    # everything the person wrote survives byte for byte
+    for line in LEGACY_FILE.splitlines():
+        assert line in text, line
+    assert "research_no_progress_rounds = 6" in text
+    s.reset()
+    text = s.path.read_text(encoding="utf-8")
+    assert "max_tool_iters = 12   # twelve rounds" in text
+    assert "# the old round cap, from before ADR 0102" in text
+    assert 'theme = "dark"' in text
+    assert "research_timeout_sec" not in text and "research_no_progress_rounds" not in text
+
+
+def test_legacy_env_variable_ignored(tmp_path):
+    for value in ("3", "not a number", "-1"):
+        s = make(tmp_path, LEGACY_FILE, env={"IMPRINT_CHAT_MAX_TOOL_ITERS": value})
+        assert s.resolve() == ResearchSettings(research_timeout_sec=60)
+        assert len(s.list()) == 4
+    assert ResearchSettings.from_mapping({"chat.max_tool_iters": 3}) == ResearchSettings()
+    assert s.resolve({"chat.max_tool_iters": 1}) == ResearchSettings(research_timeout_sec=60)
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    s = make(tmp_path, LEGACY_FILE)
+    for v in range(10, 20):
+        s.set("chat.research_timeout_sec", v)
+    s.reset("chat.research_timeout_sec")
+    assert sorted(p.name for p in s.path.parent.iterdir()) == ["config.toml"]
+
+
+def test_failed_atomic_write_keeps_old_file_and_no_temp(tmp_path, monkeypatch):
+    s = make(tmp_path, LEGACY_FILE)
+    before = s.path.read_bytes()
+
+    def boom(src, dst):
+        raise OSError("simulated crash during rename")
+
+    monkeypatch.setattr(settings_mod.os, "replace", boom)
+    with pytest.raises(OSError):
+        s.set("chat.research_timeout_sec", 100)
+    assert s.path.read_bytes() == before
+    assert sorted(p.name for p in s.path.parent.iterdir()) == ["config.toml"]
+
+
+def test_config_path_from_environment(tmp_path, monkeypatch):
+    target = tmp_path / "elsewhere" / "imprint.toml"
+    monkeypatch.setenv("IMPRINT_CONFIG", str(target))
+    s = Settings(environ={})
+    assert s.path == target
+    s.set("chat.max_tokens", 512)
+    assert target.exists() and Settings(environ={}).get("chat.max_tokens") == 512
+
+
+def test_invalid_toml_is_a_user_error_naming_the_file(tmp_path):
+    s = make(tmp_path, "[chat\nresearch_timeout_sec = 5\n")
+    with pytest.raises(SettingsError) as info:
+        s.get("chat.research_timeout_sec")
+    assert str(s.path) in str(info.value)
+
+
+def test_settings_object_does_not_read_process_env_when_given_environ(tmp_path, monkeypatch):
+    monkeypatch.setenv("IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC", "77")
+    assert Settings(tmp_path / "c.toml", environ={}).get("chat.research_timeout_sec") == 300
+    assert Settings(tmp_path / "c.toml").get("chat.research_timeout_sec") == 77
+    assert os.environ["IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC"] == "77"
