@@ -35,3 +35,25 @@ schema: setup
 
 clean:
 	rm -rf $(VENV) traces/runs
+
+# ---- reports, tuning and the release gate (issue 6) ----------------------------------------
+.PHONY: setup-browser report check tune
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Debian's chromium, for the browser test of the report (tests/test_browser.py).
+setup-browser:
+	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
+
+# reports/latest/ from the committed traces (traces/) and the newest run under traces/runs/.
+report: setup
+	$(BIN)/imprint report --out reports/latest
+
+# The release gate: exit 1 when an invalidation condition of ADR 0102 fails.
+check: setup
+	$(BIN)/imprint check
+
+# Patience and normalization swept over the labelled tau-bench dev round logs.
+tune: setup
+	$(BIN)/imprint tune ../shared/data/roundlogs/tau-bench-airline --labels scenarios/labels/labels-tau-bench.yaml \
+		--plot reports/tune/tau-bench.png

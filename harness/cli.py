@@ -260,13 +260,21 @@ def build_parser() -> argparse.ArgumentParser:
                            ("check", "the release gate: the record's invalidation conditions")]:
         c = sub.add_parser(name, help=helptext, add_help=False)
         c.add_argument("rest", nargs=argparse.REMAINDER)
-        c.set_defaults(fn=_later(name))
+        c.set_defaults(fn=_later(LATER[name]))
     return p
+
+
+# Commands that parse their own arguments (`harness.<module>.cli(args)` with `args.rest`).
+LATER = {"report": "report", "tune": "tune", "check": "gate"}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in LATER:  # all of the rest is theirs, leading options and --help included
+        args = argparse.Namespace(command=argv[0], rest=argv[1:], fn=_later(LATER[argv[0]]))
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.fn(args)
     except UserInputError as exc:

@@ -1,0 +1,450 @@
+"""One loader: our traces and round logs as pandas DataFrames.
+
+`load_frames(paths)` is the only place that reads trace or round-log files
+for the reports, the tuner and the gate; everything downstream works on the
+four tables of `Frames`:
+
+- `requests`   one row per model request (research requests and the final
+               request): estimate, reservation, charge, refund, measured usage.
+- `tool_calls` one row per tool result (traces) or call (round logs): kind,
+               status, novelty verdict, timing against the deadline, text.
+- `rounds`     one row per round: kind, progress, new evidence, patience.
+- `runs`       one row per file: provider, policy, stop reason, final mode,
+               totals, deadline overshoot.
+
+Round logs (`imprint-rounds/1`) carry no model, budgets or novelty; they are
+replayed here through the same novelty tracker and patience rule, with each
+user turn (`labels.user_turn_before_round`) starting a new reply, as it does
+in the loop: a user message is a new reply with its own budgets and
+patience.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from imprint_core.errors import UserInputError
+from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule
+from imprint_core.trace import TRACE_FORMAT, read_trace
+
+from .rounds import ROUNDS_FORMAT, RoundLog, read_round_log
+
+USER_TURNS = ("reset", "ignore")
+
+REQUEST_COLUMNS = [
+    "run", "name", "scenario", "provider", "provider_kind", "policy", "source", "id", "role", "context_id",
+    "round", "attempt", "outcome", "estimated", "max_output", "reserved", "charged", "refunded", "charged_prompt",
+    "charged_output", "prefix_reused", "output_tokens", "measured_prompt", "measured_cached", "measured_output",
+    "ratio", "duration", "t", "error"]
+TOOL_COLUMNS = [
+    "run", "name", "scenario", "provider", "provider_kind", "source", "reply", "round", "index", "call_id", "tool",
+    "kind", "status", "blocking", "verdict", "paragraphs", "new_paragraphs", "new_shingles", "repeated_error",
+    "started", "finished", "duration", "deadline", "after_deadline", "overrun", "arguments", "text", "segments"]
+ROUND_COLUMNS = [
+    "run", "name", "scenario", "provider", "provider_kind", "source", "reply", "round", "kind", "progress",
+    "new_paragraphs", "new_shingles", "patience_counter", "patience", "calls", "errors", "writes", "reserved",
+    "charged", "t", "deadline", "stop"]
+RUN_COLUMNS = [
+    "run", "name", "path", "source", "scenario", "scenario_file", "provider", "provider_kind", "policy",
+    "normalization", "patience", "timeout", "token_budget", "question", "stop_reason", "stop_detail",
+    "stop_round", "final_mode", "rounds", "requests", "reserved", "charged", "refunded", "final_requests",
+    "final_estimated", "final_measured_prompt", "writes", "evidence", "paused", "deadline", "stop_t", "end_t",
+    "overshoot", "budget_requested", "tool_overruns", "max_tool_overrun", "complete", "warnings", "labels",
+    "reward", "t0"]
+
+
+@dataclass
+class Frames:
+    requests: pd.DataFrame
+    tool_calls: pd.DataFrame
+    rounds: pd.DataFrame
+    runs: pd.DataFrame
+    files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def providers(self) -> list[str]:
+        """Providers of the trace runs, in a stable order."""
+        runs = self.runs[self.runs["source"] == "trace"]
+        return sorted(p for p in runs["provider"].dropna().unique())
+
+    def run(self, run: str) -> dict[str, Any]:
+        row = self.runs[self.runs["run"] == run]
+        if row.empty:
+            raise KeyError(run)
+        return row.iloc[0].to_dict()
+
+
+# ---- finding files ------------------------------------------------------------------------
+def _sniff(path: Path) -> str | None:
+    """'trace', 'roundlog' or None, from the first line's format."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError as exc:
+        raise UserInputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    try:
+        header = json.loads(first.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(header, dict):
+        return None
+    fmt = header.get("format")
+    if fmt == TRACE_FORMAT and header.get("type") == "header":
+        return "trace"
+    if fmt == ROUNDS_FORMAT:
+        return "roundlog"
+    return None
+
+
+def _natural(p: Path) -> tuple:
+    parts = []
+    for chunk in p.as_posix().replace("-", "/").replace("_", "/").split("/"):
+        parts.append((0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk))
+    return tuple(parts)
+
+
+def find_files(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str]], list[str]]:
+    """(file, kind) for every trace and round log under `paths`. A named file
+    that is neither is an error; one found in a directory is skipped with a
+    warning."""
+    out: list[tuple[Path, str]] = []
+    warnings: list[str] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for f in sorted(p.rglob("*.jsonl"), key=_natural):
+                kind = _sniff(f)
+                if kind is None:
+                    warnings.append(f"{f}: neither an {TRACE_FORMAT} trace nor an {ROUNDS_FORMAT} log; skipped")
+                elif f.resolve() not in seen:
+                    seen.add(f.resolve())
+                    out.append((f, kind))
+        elif p.is_file():
+            kind = _sniff(p)
+            if kind is None:
+                raise UserInputError("neither a trace nor a round log", file=str(p), line=1, key="format",
+                                     expected=f"{TRACE_FORMAT} or {ROUNDS_FORMAT}")
+            if p.resolve() not in seen:
+                seen.add(p.resolve())
+                out.append((p, kind))
+        else:
+            raise UserInputError("no such file or directory", file=str(p))
+    return out, warnings
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def _provider(header: dict, start: dict) -> tuple[str, str]:
+    """(provider label, provider kind). Remote providers are labelled by
+    their server where the trace names it: `remote:<server>`."""
+    name = str(start.get("provider") or header.get("provider") or header.get("provider_kind") or "unknown")
+    kind = str(header.get("provider_kind") or name.split(":", 1)[0])
+    if ":" not in name:
+        server = header.get("server") or start.get("server")
+        if kind == "remote" and server:
+            name = f"remote:{server}"
+        elif kind not in (name, "unknown") and name in ("remote", "local", "stub"):
+            name = kind
+    return name, kind
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+class _RunIds:
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def make(self, path: Path, prefix: str | None) -> str:
+        base = f"{prefix or path.parent.name}/{path.stem}"
+        rid, n = base, 2
+        while rid in self.used:
+            rid, n = f"{base}#{n}", n + 1
+        self.used.add(rid)
+        return rid
+
+
+# ---- traces ---------------------------------------------------------------------------------------
+def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list[str]) -> None:
+    trace = read_trace(path)
+    warnings.extend(trace.warnings)
+    header = trace.header
+    starts = trace.of_type("run_start")
+    start = starts[0] if starts else {}
+    provider, kind = _provider(header, start)
+    scenario = header.get("scenario") or path.stem
+    settings = start.get("settings") or {}
+    policy = start.get("policy")
+    base = {"run": rid, "name": scenario, "scenario": scenario, "provider": provider, "provider_kind": kind}
+
+    # Deadline at any moment: the start deadline moved back by every ask's wait.
+    deadline0 = _num(start.get("deadline"))
+    pauses: list[tuple[float, float]] = []
+    blocking: dict[str, bool] = {}
+    for e in trace.events:
+        if e["type"] == "tool_call":
+            blocking[str(e.get("call_id"))] = bool(e.get("blocking"))
+        elif e["type"] == "tool_result" and e.get("kind") == "ask" and e.get("status") != "not_executed":
+            s, f = _num(e.get("started")), _num(e.get("finished"))
+            if s is not None and f is not None:
+                pauses.append((f, f - s))
+
+    def deadline_at(t: float | None) -> float | None:
+        if deadline0 is None:
+            return None
+        return deadline0 + sum(w for f, w in pauses if t is None or f <= t + 1e-9)
+
+    round_errors: dict[int, int] = {}
+    round_calls: dict[int, int] = {}
+    round_writes: dict[int, int] = {}
+    overruns: list[float] = []
+    for e in trace.events:
+        typ = e["type"]
+        if typ in ("request_settled", "final_settled"):
+            est, meas = _num(e.get("estimated_prompt")), _num(e.get("measured_prompt"))
+            acc["requests"].append(base | {
+                "policy": e.get("policy", policy), "source": "trace", "id": e.get("id"),
+                "role": e.get("role") or ("final" if typ == "final_settled" else "coordinator"),
+                "context_id": e.get("context_id"), "round": e.get("round"), "attempt": e.get("attempt"),
+                "outcome": e.get("outcome"), "estimated": est, "max_output": _num(e.get("max_output")),
+                "reserved": _num(e.get("reserved")), "charged": _num(e.get("charged")),
+                "refunded": _num(e.get("refunded")), "charged_prompt": _num(e.get("charged_prompt")),
+                "charged_output": _num(e.get("charged_output")), "prefix_reused": _num(e.get("prefix_reused")),
+                "output_tokens": _num(e.get("output_tokens")), "measured_prompt": meas,
+                "measured_cached": _num(e.get("measured_cached")), "measured_output": _num(e.get("measured_output")),
+                "ratio": est / meas if est is not None and meas else None,
+                "duration": _num(e.get("duration")), "t": _num(e.get("t")), "error": e.get("error")})
+        elif typ == "tool_result":
+            rnd = int(e.get("round") or 0)
+            nov = e.get("novelty") or {}
+            status = e.get("status")
+            started, finished = _num(e.get("started")), _num(e.get("finished"))
+            dl = deadline_at(finished)
+            after = bool(e.get("after_deadline"))
+            overrun = max(0.0, finished - dl) if after and finished is not None and dl is not None else (0.0 if after else None)
+            if after and overrun is not None:
+                overruns.append(overrun)
+            if status == "not_executed":
+                verdict = "not_executed"
+            elif e.get("kind") != "read":
+                verdict = "not_evidence"   # a write's echo or a user's answer is never fingerprinted
+            elif status == "error":
+                verdict = "repeated_error" if nov.get("repeated_error") else "error"
+            elif status == "empty" or not nov.get("paragraphs"):
+                verdict = "empty"
+            else:
+                verdict = "new" if nov.get("new_paragraphs") else "repeat"
+            acc["tool_calls"].append(base | {
+                "source": "trace", "reply": 1, "round": rnd, "index": e.get("index"), "call_id": e.get("call_id"),
+                "tool": e.get("tool"), "kind": e.get("kind"), "status": status,
+                "blocking": blocking.get(str(e.get("call_id"))), "verdict": verdict,
+                "paragraphs": nov.get("paragraphs"), "new_paragraphs": nov.get("new_paragraphs"),
+                "new_shingles": nov.get("new_shingles"), "repeated_error": nov.get("repeated_error"),
+                "started": started, "finished": finished,
+                "duration": finished - started if started is not None and finished is not None else None,
+                "deadline": dl, "after_deadline": after, "overrun": overrun, "arguments": e.get("arguments") or {},
+                "text": e.get("text") or "", "segments": e.get("segments")})
+            if status != "not_executed":
+                round_calls[rnd] = round_calls.get(rnd, 0) + 1
+                if status == "error":
+                    round_errors[rnd] = round_errors.get(rnd, 0) + 1
+                if e.get("kind") == "write":
+                    round_writes[rnd] = round_writes.get(rnd, 0) + 1
+
+    stop = next(iter(trace.of_type("stop")), {})
+    stop_round = stop.get("round")
+    for e in trace.of_type("round_end"):
+        rnd = int(e.get("round") or 0)
+        acc["rounds"].append(base | {
+            "source": "trace", "reply": 1, "round": rnd, "kind": e.get("kind"), "progress": bool(e.get("progress")),
+            "new_paragraphs": e.get("new_paragraphs"), "new_shingles": e.get("new_shingles"),
+            "patience_counter": e.get("patience_counter"), "patience": e.get("patience"),
+            "calls": round_calls.get(rnd, 0), "errors": round_errors.get(rnd, 0) + (1 if e.get("kind") == "error" else 0),
+            "writes": round_writes.get(rnd, 0), "reserved": _num(e.get("reserved")), "charged": _num(e.get("charged")),
+            "t": _num(e.get("t")), "deadline": _num(e.get("deadline")),
+            "stop": stop.get("reason") if stop and rnd == stop_round else None})
+
+    end = next(iter(trace.of_type("run_end")), None)
+    answer = next(iter(trace.of_type("answer")), {})
+    research = [r for r in acc["requests"] if r["run"] == rid and r["role"] != "final"]
+    finals = [r for r in acc["requests"] if r["run"] == rid and r["role"] == "final"]
+
+    def total(key: str) -> float | None:
+        if end is not None and key in end:
+            return _num(end.get(key))
+        return sum(r[key] or 0 for r in research)
+
+    acc["runs"].append(base | {
+        "path": str(path), "source": "trace", "scenario_file": header.get("file"), "policy": policy,
+        "normalization": start.get("normalization"), "patience": settings.get("chat.research_no_progress_rounds"),
+        "timeout": settings.get("chat.research_timeout_sec"), "token_budget": settings.get("chat.research_token_budget"),
+        "question": start.get("question"),
+        "stop_reason": (end or {}).get("stop_reason") or stop.get("reason"), "stop_detail": stop.get("detail"),
+        "stop_round": stop_round, "final_mode": (end or {}).get("final_mode") or answer.get("mode"),
+        "rounds": (end or {}).get("rounds", stop_round), "requests": (end or {}).get("requests", len(research)),
+        "reserved": total("reserved"), "charged": total("charged"), "refunded": total("refunded"),
+        "final_requests": len(finals), "final_estimated": finals[0]["estimated"] if finals else None,
+        "final_measured_prompt": finals[0]["measured_prompt"] if finals else None,
+        "writes": (end or {}).get("writes"), "evidence": (end or {}).get("evidence"), "paused": (end or {}).get("paused"),
+        "deadline": deadline_at(None), "stop_t": _num(stop.get("t")), "end_t": _num((end or {}).get("t")),
+        "overshoot": _num(stop.get("overshoot")),
+        "budget_requested": _num(next(iter(trace.of_type("budget_exhausted")), {}).get("requested")),
+        "t0": _num(start.get("t")), "tool_overruns": len(overruns),
+        "max_tool_overrun": max(overruns) if overruns else None, "complete": end is not None,
+        "warnings": len(trace.warnings), "labels": {}, "reward": None})
+
+
+# ---- round logs -----------------------------------------------------------------------------------
+def reply_starts(log: RoundLog, user_turns: str = "reset") -> list[int]:
+    """First round of each reply. With `reset`, every round that a user turn
+    preceded starts a new reply (fresh patience and novelty store)."""
+    n = len(log.rounds)
+    if n == 0:
+        return []
+    starts = {1}
+    if user_turns == "reset":
+        turns = log.labels.get("user_turn_before_round") or []
+        starts |= {int(r) for r in turns if isinstance(r, int) and not isinstance(r, bool) and 1 <= r <= n}
+    return sorted(starts)
+
+
+def replies(log: RoundLog, user_turns: str = "reset") -> list[RoundLog]:
+    """The log cut into replies, each a RoundLog of its own rounds."""
+    starts = reply_starts(log, user_turns)
+    out = []
+    for i, s in enumerate(starts):
+        e = starts[i + 1] - 1 if i + 1 < len(starts) else len(log.rounds)
+        out.append(RoundLog(log.path, log.source, log.labels, log.rounds[s - 1:e]))
+    return out
+
+
+def _load_roundlog(path: Path, rid: str, acc: dict[str, list[dict]], *, patience: int, normalization: str,
+                   user_turns: str) -> None:
+    log = read_round_log(path)
+    name = path.stem
+    source = log.source
+    base = {"run": rid, "name": name, "scenario": None, "provider": None, "provider_kind": None}
+    cfg = NoveltyConfig(normalization=normalization)
+    stop_round = None
+    for reply_no, reply in enumerate(replies(log, user_turns), start=1):
+        tracker = NoveltyTracker(cfg)
+        rule = PatienceRule(patience)
+        for rnd in reply.rounds:
+            number = rnd.number
+            judged = []
+            for i, c in enumerate(rnd.calls):
+                # as in the loop and rounds.round_progress: only reads are evidence
+                j = tracker.judge(c.status, c.result, c.segments) if c.kind == "read" else None
+                v = j[0] if j is not None else None
+                if j is not None:
+                    judged.append(j)
+                if v is None:
+                    verdict = "not_evidence"
+                elif c.status == "error":
+                    verdict = "repeated_error" if v.repeated_error else "error"
+                elif c.status == "empty" or not v.paragraphs:
+                    verdict = "empty"
+                else:
+                    verdict = "new" if v.new_paragraphs else "repeat"
+                acc["tool_calls"].append(base | {
+                    "source": "roundlog", "reply": reply_no, "round": number, "index": i, "call_id": f"{number}.{i}",
+                    "tool": c.tool, "kind": c.kind, "status": c.status, "blocking": None, "verdict": verdict,
+                    "paragraphs": v.paragraphs if v else None, "new_paragraphs": v.new_paragraphs if v else None,
+                    "new_shingles": v.new_shingles if v else None,
+                    "repeated_error": v.repeated_error if v and c.status == "error" else None, "started": None,
+                    "finished": None, "duration": None, "deadline": None, "after_deadline": False, "overrun": None,
+                    "arguments": c.args, "text": c.result, "segments": c.segments})
+            nov = tracker.commit_round(judged)
+            kinds = {c.kind for c in rnd.calls}
+            asked = any(c.kind == "ask" and c.status == "ok" for c in rnd.calls)
+            kind = "write" if "write" in kinds else "ask" if "ask" in kinds else "read"
+            progress = nov.progress or asked
+            stopped = stop_round is None and rule.update(write=kind == "write", progress=progress)
+            if stopped:
+                stop_round = number
+            acc["rounds"].append(base | {
+                "source": "roundlog", "reply": reply_no, "round": number, "kind": kind, "progress": progress,
+                "new_paragraphs": nov.new_paragraphs, "new_shingles": nov.new_shingles,
+                "patience_counter": rule.counter, "patience": patience, "calls": len(rnd.calls),
+                "errors": sum(c.status == "error" for c in rnd.calls), "writes": sum(c.kind == "write" for c in rnd.calls),
+                "reserved": None, "charged": None, "t": None, "deadline": None,
+                "stop": "no_progress" if stopped else None})
+    reward = _num(log.labels.get("reward"))
+    acc["runs"].append(base | {
+        "path": str(path), "source": "roundlog", "scenario_file": None, "policy": None,
+        "normalization": normalization, "patience": patience, "timeout": None, "token_budget": None,
+        "question": None, "stop_reason": "no_progress" if stop_round else None,
+        "stop_detail": f"replayed: {patience} rounds without new evidence" if stop_round else None,
+        "stop_round": stop_round, "final_mode": None, "rounds": len(log.rounds), "requests": None,
+        "reserved": None, "charged": None, "refunded": None, "final_requests": 0, "final_estimated": None,
+        "final_measured_prompt": None, "writes": sum(c.kind == "write" for r in log.rounds for c in r.calls),
+        "evidence": None, "paused": None, "deadline": None, "stop_t": None, "end_t": None, "overshoot": None,
+        "budget_requested": None, "t0": None, "tool_overruns": 0, "max_tool_overrun": None, "complete": True, "warnings": 0,
+        "labels": dict(log.labels) | {"source": source}, "reward": reward})
+
+
+# ---- the loader ---------------------------------------------------------------------------------------
+def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = 4, normalization: str = "default",
+                user_turns: str = "reset") -> Frames:
+    """Load traces and round logs (files, or directories searched
+    recursively for *.jsonl) into DataFrames.
+
+    `patience`, `normalization` and `user_turns` only apply to round logs,
+    which are replayed through the stop rule; traces carry their own
+    decisions. Raises UserInputError (file, line, key) for a malformed file."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if normalization not in NORMALIZATIONS:
+        raise UserInputError(f"unknown normalization {normalization!r}", key="normalization",
+                             expected="one of " + ", ".join(NORMALIZATIONS))
+    if user_turns not in USER_TURNS:
+        raise UserInputError(f"unknown user-turn handling {user_turns!r}", key="user_turns",
+                             expected="one of " + ", ".join(USER_TURNS))
+    files, warnings = find_files(paths)
+    acc: dict[str, list[dict]] = {"requests": [], "tool_calls": [], "rounds": [], "runs": []}
+    ids = _RunIds()
+    for path, kind in files:
+        if kind == "trace":
+            prefix = None
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    prefix = json.loads(fh.readline()).get("run_id")
+            except (ValueError, OSError, UnicodeDecodeError):
+                prefix = None
+            _load_trace(path, ids.make(path, prefix), acc, warnings)
+        else:
+            _load_roundlog(path, ids.make(path, None), acc, patience=patience, normalization=normalization,
+                           user_turns=user_turns)
+    return Frames(
+        requests=_frame(acc["requests"], REQUEST_COLUMNS),
+        tool_calls=_frame(acc["tool_calls"], TOOL_COLUMNS),
+        rounds=_frame(acc["rounds"], ROUND_COLUMNS),
+        runs=_frame(acc["runs"], RUN_COLUMNS),
+        files=[str(p) for p, _ in files], warnings=warnings)
+
+
+_NUMERIC = {"estimated", "max_output", "reserved", "charged", "refunded", "charged_prompt", "charged_output",
+            "prefix_reused", "output_tokens", "measured_prompt", "measured_cached", "measured_output", "ratio",
+            "duration", "t", "started", "finished", "deadline", "overrun", "overshoot", "max_tool_overrun",
+            "stop_t", "end_t", "final_estimated", "final_measured_prompt", "budget_requested", "t0"}
+
+
+def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=columns)
+    for c in columns:
+        if c in _NUMERIC:
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    return df

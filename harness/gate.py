@@ -1,0 +1,427 @@
+"""`imprint check`: ADR 0102's invalidation conditions as a release gate.
+
+1. premature stops: labelled useful runs that the no-progress rule stopped
+   before their labelled round (traces: the stop they recorded; round logs:
+   replayed at the configured patience and normalization);
+2. estimate divergence: per provider, the median and p95 of estimated /
+   measured prompt tokens and the share of under-counts (estimate below the
+   measurement), over every request whose usage the provider reported;
+3. deadline overruns: blocking tools (and writes, which always run to the
+   end) that finished after the research deadline: their count and the
+   largest overrun.
+
+Thresholds live in a TOML file (default `reports/gate.toml`). Exit 0 when
+every condition holds, 1 when one fails, 2 on unusable input.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from imprint_core.errors import UserInputError
+from imprint_core.novelty import NORMALIZATIONS
+
+from .frames import USER_TURNS, Frames, load_frames
+from .labels import Labels, judge, load_labels, read_user_file
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
+DEFAULT_CONFIG = "reports/gate.toml"
+
+# table -> key -> (type, check, expected)
+_NUM = (int, float)
+SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
+    "inputs": {
+        "traces": (list, None, "a list of paths"),
+        "latest_run": (bool, None, "true or false"),
+        "runs_dir": (str, None, "a path"),
+        "round_logs": (list, None, "a list of paths"),
+        "labels": (list, None, "a list of label files"),
+    },
+    "premature_stops": {
+        "patience": (int, lambda v: 2 <= v <= 20, "an integer within 2–20"),
+        "normalization": (str, lambda v: v in NORMALIZATIONS, "one of " + ", ".join(NORMALIZATIONS)),
+        "user_turns": (str, lambda v: v in USER_TURNS, "one of " + ", ".join(USER_TURNS)),
+        "max_premature": (int, lambda v: v >= 0, "an integer of 0 or more"),
+    },
+    "divergence": {
+        "min_requests": (int, lambda v: v >= 1, "an integer of 1 or more"),
+        "median_min": (_NUM, lambda v: v > 0, "a positive number"),
+        "median_max": (_NUM, lambda v: v > 0, "a positive number"),
+        "p95_max": (_NUM, lambda v: v > 0, "a positive number"),
+        "max_undercount_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
+        "exclude": (list, None, "a list of provider names or patterns"),
+        "providers": (dict, None, "a table of per-provider thresholds"),
+    },
+    "overruns": {
+        "deliberate": (list, None, "a list of scenario names that overrun on purpose"),
+        "max_count": (int, lambda v: v >= 0, "an integer of 0 or more"),
+        "max_overrun_sec": (_NUM, lambda v: v >= 0, "a number of seconds, 0 or more"),
+    },
+}
+PROVIDER_KEYS = ("min_requests", "median_min", "median_max", "p95_max", "max_undercount_share")
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "inputs": {"traces": ["traces"], "latest_run": True, "runs_dir": "traces/runs", "round_logs": [], "labels": []},
+    "premature_stops": {"patience": 4, "normalization": "default", "user_turns": "reset", "max_premature": 0},
+    "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
+                   "max_undercount_share": 0.05, "exclude": [], "providers": {}},
+    "overruns": {"deliberate": [], "max_count": 0, "max_overrun_sec": 0.0},
+}
+
+
+# ---- the config ------------------------------------------------------------------------------------
+def _split_dotted(header: str) -> tuple[str, ...]:
+    """`a."b.c".d` -> ('a', 'b.c', 'd')."""
+    parts, cur, quote = [], "", None
+    for ch in header:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                cur += ch
+        elif ch in "\"'":
+            quote = ch
+        elif ch == ".":
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    return tuple(parts)
+
+
+def _line_of(text: str, table: Sequence[str], key: str | None) -> int | None:
+    """The line of `key` in `[table]` (or of the table header itself)."""
+    current: tuple[str, ...] = ()
+    header_line = None
+    for no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        m = re.match(r"^\[\s*([^\[\]]+?)\s*\]", line)
+        if m:
+            current = _split_dotted(m.group(1))
+            if current == tuple(table):
+                header_line = no
+                if key is None:
+                    return no
+            continue
+        if current == tuple(table) and key is not None:
+            m = re.match(r"^(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*=", line)
+            if m and m.group(1).strip("\"'") == key:
+                return no
+    return header_line
+
+
+@dataclass
+class GateConfig:
+    path: str
+    inputs: dict[str, Any]
+    premature_stops: dict[str, Any]
+    divergence: dict[str, Any]
+    overruns: dict[str, Any]
+
+    def thresholds_for(self, provider: str) -> dict[str, Any]:
+        out = {k: self.divergence[k] for k in PROVIDER_KEYS}
+        for pattern, over in self.divergence["providers"].items():
+            if fnmatch.fnmatchcase(provider, pattern):
+                out.update(over)
+        return out
+
+
+def _check_value(value: Any, spec: tuple[Any, Any, str], file: str, line: int | None, key: str) -> None:
+    typ, check, expected = spec
+    ok = isinstance(value, typ) and not (isinstance(value, bool) and typ is not bool)
+    if ok and check is not None:
+        ok = bool(check(value))
+    if not ok:
+        raise UserInputError(f"{value!r} is not valid", file=file, line=line, key=key, expected=expected)
+
+
+def parse_config(text: str, name: str) -> GateConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        problem = re.sub(r" \(at line .*$", "", str(exc))
+        raise UserInputError(f"not valid TOML: {problem}", file=name,
+                             line=int(m.group(1)) if m else None) from None
+    out = {t: dict(v) for t, v in DEFAULTS.items()}
+    out["divergence"]["providers"] = {}
+    for table, body in data.items():
+        if table not in SCHEMA:
+            raise UserInputError("unknown table", file=name, line=_line_of(text, [table], None) or _line_of(text, [], table),
+                                 key=table, expected=", ".join(SCHEMA))
+        if not isinstance(body, dict):
+            raise UserInputError("must be a table", file=name, line=_line_of(text, [], table), key=table)
+        for key, value in body.items():
+            line = _line_of(text, [table], key)
+            if key not in SCHEMA[table]:
+                raise UserInputError("unknown key", file=name, line=line, key=f"{table}.{key}",
+                                     expected=", ".join(SCHEMA[table]))
+            _check_value(value, SCHEMA[table][key], name, line, f"{table}.{key}")
+            if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+                raise UserInputError("must be a list of strings", file=name, line=line, key=f"{table}.{key}")
+            if table == "divergence" and key == "providers":
+                for prov, over in value.items():
+                    pline = (_line_of(text, ["divergence", "providers", prov], None)
+                             or _line_of(text, ["divergence", "providers"], prov) or line)
+                    if not isinstance(over, dict):
+                        raise UserInputError("must be a table of thresholds", file=name, line=pline,
+                                             key=f"divergence.providers.{prov}", expected=", ".join(PROVIDER_KEYS))
+                    for k, v in over.items():
+                        kline = _line_of(text, ["divergence", "providers", prov], k) or pline
+                        if k not in PROVIDER_KEYS:
+                            raise UserInputError("unknown key", file=name, line=kline,
+                                                 key=f"divergence.providers.{prov}.{k}", expected=", ".join(PROVIDER_KEYS))
+                        _check_value(v, SCHEMA["divergence"][k], name, kline, f"divergence.providers.{prov}.{k}")
+            out[table][key] = value
+    d = out["divergence"]
+    if d["median_min"] > d["median_max"]:
+        raise UserInputError("median_min is above median_max", file=name, line=_line_of(text, ["divergence"], "median_min"),
+                             key="divergence.median_min", expected=f"at most {d['median_max']}")
+    return GateConfig(name, out["inputs"], out["premature_stops"], out["divergence"], out["overruns"])
+
+
+def load_config(path: str | Path) -> GateConfig:
+    return parse_config(read_user_file(path, "the gate config"), str(path))
+
+
+# ---- inputs --------------------------------------------------------------------------------------------
+def latest_run_dir(runs_dir: str | Path) -> Path | None:
+    """The newest run folder (run ids start with a timestamp)."""
+    d = Path(runs_dir)
+    if not d.is_dir():
+        return None
+    runs = [p for p in d.iterdir() if p.is_dir() and any(p.glob("*.jsonl"))]
+    return max(runs, key=lambda p: (p.name, p.stat().st_mtime)) if runs else None
+
+
+def default_inputs(traces: Sequence[str], latest_run: bool = True, runs_dir: str = "traces/runs") -> list[Path]:
+    """The committed traces (the `traces` folders without their `runs/`
+    folder) plus the newest run folder."""
+    out: list[Path] = []
+    runs = Path(runs_dir).resolve()
+    for t in traces:
+        p = Path(t)
+        if not p.exists():
+            continue
+        if p.is_dir() and (runs == p.resolve() or runs.is_relative_to(p.resolve())):
+            for child in sorted(p.iterdir()):
+                if child.resolve() != runs and (child.is_dir() or child.suffix == ".jsonl"):
+                    out.append(child)
+        else:
+            out.append(p)
+    if latest_run:
+        latest = latest_run_dir(runs_dir)
+        if latest is not None:
+            out.append(latest)
+    return out
+
+
+# ---- the conditions ----------------------------------------------------------------------------------
+@dataclass
+class Condition:
+    number: int
+    name: str
+    passed: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)   # figure, threshold, passed per line
+    details: list[str] = field(default_factory=list)
+    no_data: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "name": self.name, "passed": self.passed, "no_data": self.no_data,
+                "rows": self.rows, "details": self.details}
+
+
+def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig) -> Condition:
+    limit = cfg.premature_stops["max_premature"]
+    useful = premature = 0
+    details: list[str] = []
+    loops = loop_rounds = loop_total = 0
+    for r in frames.runs.itertuples(index=False):
+        label = labels.for_run(r.name, r.run, r.path)
+        if label is None:
+            continue
+        stop = int(r.stop_round) if r.stop_reason == "no_progress" and pd.notna(r.stop_round) else None
+        j = judge(label, stop, int(r.rounds) if pd.notna(r.rounds) else None)
+        useful += label.useful
+        loops += j.loops
+        loop_rounds += j.loop_rounds
+        loop_total += j.loop_total
+        if j.premature:
+            premature += 1
+            how = "replayed" if r.source == "roundlog" else "recorded"
+            details.append(f"{r.run}: {how} no_progress stop at round {stop}, labelled useful until round "
+                           f"{label.should_not_stop_before}")
+    c = Condition(1, "premature no-progress stops on labelled useful runs", premature <= limit and useful > 0)
+    settings = f"round logs replayed at patience {cfg.premature_stops['patience']}, " \
+               f"normalization {cfg.premature_stops['normalization']}, user turns {cfg.premature_stops['user_turns']}"
+    c.rows.append({"subject": "useful runs", "figure": f"{premature} premature of {useful}",
+                   "value": premature, "threshold": f"≤ {limit}", "passed": c.passed})
+    if useful == 0:
+        c.no_data = True
+        c.details.append("no labelled useful run among the inputs (give --labels, or check the label names)")
+    c.details.extend(details)
+    if loops:
+        c.details.append(f"for information: {loop_rounds} of {loop_total} rounds inside {loops} labelled loop(s) "
+                         f"ran before a stop")
+    c.details.append(settings)
+    return c
+
+
+def divergence(frames: Frames, cfg: GateConfig) -> Condition:
+    req = frames.requests
+    req = req[req["measured_prompt"].notna() & (req["measured_prompt"] > 0) & req["estimated"].notna()]
+    c = Condition(2, "estimate / measured prompt tokens per provider", True)
+    judged = 0
+    for provider in sorted(frames.providers):
+        th = cfg.thresholds_for(provider)
+        ratios = req.loc[req["provider"] == provider, "ratio"].dropna()
+        n = len(ratios)
+        if any(fnmatch.fnmatchcase(provider, pat) for pat in cfg.divergence["exclude"]):
+            fig = (f"median {ratios.median():.3f}, p95 {ratios.quantile(0.95):.3f}, "
+                   f"under {(ratios < 1).mean():.1%} of {n}") if n else "no measured requests"
+            c.rows.append({"subject": f"{provider} (excluded)", "figure": fig, "value": None,
+                           "threshold": "not judged", "passed": None})
+            continue
+        if n < th["min_requests"]:
+            c.rows.append({"subject": provider, "figure": f"{n} measured request(s)", "value": n,
+                           "threshold": f"≥ {th['min_requests']} to judge", "passed": None})
+            continue
+        judged += 1
+        med, p95 = float(ratios.median()), float(ratios.quantile(0.95))
+        under = float((ratios < 1).mean())
+        checks = [
+            ("median", f"{med:.3f}", med, f"{th['median_min']}–{th['median_max']}",
+             th["median_min"] <= med <= th["median_max"]),
+            ("p95", f"{p95:.3f}", p95, f"≤ {th['p95_max']}", p95 <= th["p95_max"]),
+            ("under-counts", f"{under:.1%} of {n}", under, f"≤ {th['max_undercount_share']:.0%}",
+             under <= th["max_undercount_share"]),
+        ]
+        for what, fig, value, thr, ok in checks:
+            c.rows.append({"subject": f"{provider}: {what}", "figure": fig, "value": value, "threshold": thr,
+                           "passed": ok})
+            c.passed &= ok
+        c.details.append(f"{provider}: {n} requests, worst under-count {ratios.min():.3f}, "
+                         f"worst over-count {ratios.max():.3f}")
+    if judged == 0:
+        c.passed, c.no_data = False, True
+        c.rows.append({"subject": "judged providers", "figure": "none", "value": 0, "threshold": "≥ 1",
+                       "passed": False})
+        c.details.append("no provider with enough measured usage to judge (local or recorded-server traces needed)")
+    return c
+
+
+def overruns(frames: Frames, cfg: GateConfig) -> Condition:
+    tc = frames.tool_calls
+    tc = tc[(tc["source"] == "trace") & tc["after_deadline"].astype(bool)]
+    tc = tc[(tc["blocking"] == True) | (tc["kind"] == "write")]  # noqa: E712 (a nullable column)
+    deliberate = tc["scenario"].isin(cfg.overruns["deliberate"])
+    counted = tc[~deliberate]
+    count = len(counted)
+    largest = float(tc["overrun"].max()) if len(tc) and tc["overrun"].notna().any() else 0.0
+    mc, ms = cfg.overruns["max_count"], cfg.overruns["max_overrun_sec"]
+    c = Condition(3, "blocking tools finishing after the research deadline", count <= mc and largest <= ms)
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    c.rows.append({"subject": "count", "figure": f"{count} in {counted['run'].nunique()} of {len(runs)} run(s)",
+                   "value": count, "threshold": f"≤ {mc}", "passed": count <= mc})
+    c.rows.append({"subject": "largest overrun", "figure": f"{largest:.1f} s", "value": largest,
+                   "threshold": f"≤ {ms:g} s", "passed": largest <= ms})
+    for r in tc.sort_values("overrun", ascending=False).head(10).itertuples(index=False):
+        why = " (deliberate, not counted)" if r.scenario in cfg.overruns["deliberate"] else ""
+        c.details.append(f"{r.run}: {r.tool} ({r.kind}) in round {r.round} finished "
+                         f"{(r.overrun or 0):.1f} s after the deadline{why}")
+    if len(runs) == 0:
+        c.passed, c.no_data = False, True
+        c.details.append("no traces among the inputs")
+    return c
+
+
+# ---- the command --------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="imprint check",
+        description="The release gate: ADR 0102's three invalidation conditions checked on traces and round logs "
+                    "against the thresholds of a TOML config. Exit 0 when all hold, 1 when one fails, 2 on "
+                    "unusable input.",
+        epilog="Without TRACES: the config's [inputs] (by default traces/ without traces/runs/, the newest folder "
+               "under traces/runs/, and the configured round logs). Paths are relative to the current directory.")
+    p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
+    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"thresholds (default {DEFAULT_CONFIG})")
+    p.add_argument("--labels", action="append", metavar="FILE",
+                   help="labels file (repeatable; default: the config's inputs.labels)")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    return p
+
+
+def run_gate(paths: Sequence[str | Path], cfg: GateConfig, label_files: Sequence[str]) -> tuple[list[Condition], Frames, list[str]]:
+    notes: list[str] = []
+    if not paths:
+        inp = cfg.inputs
+        paths = default_inputs(inp["traces"], inp["latest_run"], inp["runs_dir"])
+        for rl in inp["round_logs"]:
+            if Path(rl).exists():
+                paths.append(Path(rl))
+            else:
+                notes.append(f"round logs {rl} not found; skipped")
+    if not paths:
+        raise UserInputError("no traces to check", file=" ".join(cfg.inputs["traces"]),
+                             expected="traces or round logs (run `imprint run` first)")
+    labels = load_labels(label_files)
+    ps = cfg.premature_stops
+    frames = load_frames(paths, patience=ps["patience"], normalization=ps["normalization"],
+                         user_turns=ps["user_turns"])
+    if frames.runs.empty:
+        raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
+    notes.extend(frames.warnings)
+    return [premature_stops(frames, labels, cfg), divergence(frames, cfg), overruns(frames, cfg)], frames, notes
+
+
+def cli(args: argparse.Namespace | Sequence[str]) -> int:
+    argv = list(args.rest) if isinstance(args, argparse.Namespace) else list(args)
+    ns = build_parser().parse_args(argv)
+    cfg = load_config(ns.config)
+    label_files = ns.labels if ns.labels is not None else cfg.inputs["labels"]
+    conditions, frames, notes = run_gate(ns.paths, cfg, label_files)
+    passed = all(c.passed for c in conditions)
+    if ns.json:
+        print(json.dumps({"passed": passed, "config": cfg.path, "labels": list(label_files),
+                          "inputs": frames.files and {"files": len(frames.files),
+                                                      "runs": int((frames.runs["source"] == "trace").sum()),
+                                                      "round_logs": int((frames.runs["source"] == "roundlog").sum())},
+                          "notes": notes, "conditions": [c.to_dict() for c in conditions]}, indent=2, default=str))
+        return EXIT_OK if passed else EXIT_FAILED
+    from rich.table import Table
+    from .cli import _console
+    out = _console()
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    t = Table(title=f"imprint check ({cfg.path}): {len(frames.files)} file(s), "
+                    f"{int((frames.runs['source'] == 'trace').sum())} trace(s), "
+                    f"{int((frames.runs['source'] == 'roundlog').sum())} round log(s)")
+    for col, just in [("condition", "left"), ("subject", "left"), ("figure", "right"), ("threshold", "right"),
+                      ("verdict", "left")]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for c in conditions:
+        for i, row in enumerate(c.rows):
+            verdict = "[green]holds[/]" if row["passed"] else "[dim]not judged[/]" if row["passed"] is None \
+                else "[red]FAILS[/]"
+            t.add_row(f"{c.number}. {c.name}" if i == 0 else "", row["subject"], row["figure"], row["threshold"],
+                      verdict)
+        if not c.rows:
+            t.add_row(f"{c.number}. {c.name}", "-", "no data", "-", "[red]FAILS[/]")
+    out.print(t)
+    for c in conditions:
+        for d in c.details:
+            out.print(f"  {c.number}. {d}", soft_wrap=True)
+    failed = [str(c.number) for c in conditions if not c.passed]
+    out.print("[green]gate: all three conditions hold[/]" if passed else
+              f"[red]gate: condition {', '.join(failed)} fail(s)[/]")
+    return EXIT_OK if passed else EXIT_FAILED

@@ -1,0 +1,198 @@
+"""Run labels for tuning and the gate (`imprint-labels/1`, YAML).
+
+```yaml
+format: imprint-labels/1          # optional
+description: how the runs were judged   # optional
+runs:
+  11-0:                            # a run's name: a scenario name, or a round log's file stem
+    should_not_stop_before: 10     # a useful run: a no-progress stop before round 10 is premature
+  9-2:
+    loops: [16, 23]                # rounds 16 to 23 (inclusive) repeat themselves
+    note: same payment error five times
+  23-3:
+    loops: [[5, 6], [10, 12]]      # several loops
+```
+
+Each run has `should_not_stop_before`, `loops` or both, and an optional
+`note`. Mistakes name the file, the line and the key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from imprint_core.errors import UserInputError
+
+from .yamlsource import line_of, load_yaml
+
+LABELS_FORMAT = "imprint-labels/1"
+RUN_KEYS = ("should_not_stop_before", "loops", "note")
+
+
+@dataclass(frozen=True)
+class RunLabel:
+    name: str
+    should_not_stop_before: int | None = None
+    loops: tuple[tuple[int, int], ...] = ()
+    note: str = ""
+    file: str = ""
+    line: int | None = None
+
+    @property
+    def useful(self) -> bool:
+        return self.should_not_stop_before is not None
+
+
+@dataclass
+class Labels:
+    runs: dict[str, RunLabel] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def for_run(self, name: str, run: str | None = None, path: str | None = None) -> RunLabel | None:
+        """The label of a run, by its name, its run id or its file name."""
+        for key in (name, run, Path(path).name if path else None, Path(path).stem if path else None):
+            if key and key in self.runs:
+                return self.runs[key]
+        return None
+
+    def merged(self, other: "Labels") -> "Labels":
+        out = Labels(dict(self.runs), self.files + other.files)
+        for name, lab in other.runs.items():
+            if name in out.runs:
+                first = out.runs[name]
+                raise UserInputError(f"run {name!r} is labelled twice (first in {first.file}:{first.line})",
+                                     file=lab.file, line=lab.line, key=f"runs.{name}")
+            out.runs[name] = lab
+        return out
+
+
+def _int(value: Any, file: str, line: int | None, key: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserInputError(f"{value!r} is not a round number", file=file, line=line, key=key, expected=what)
+    return value
+
+
+def parse_labels(text: str, name: str) -> Labels:
+    data, lines = load_yaml(text, name)
+    if data is None:
+        raise UserInputError("empty labels file", file=name, line=1, key="runs", expected="a `runs:` mapping")
+    if not isinstance(data, dict):
+        raise UserInputError("a labels file is a mapping", file=name, line=1, expected="keys format, description, runs")
+    for key in data:
+        if key not in ("format", "description", "runs"):
+            raise UserInputError("unknown key", file=name, line=line_of(lines, (key,)), key=str(key),
+                                 expected="format, description, runs")
+    if "format" in data and data["format"] != LABELS_FORMAT:
+        raise UserInputError(f"unsupported format {data['format']!r}", file=name, line=line_of(lines, ("format",)),
+                             key="format", expected=LABELS_FORMAT)
+    if "runs" not in data:
+        raise UserInputError("required key is missing", file=name, line=1, key="runs",
+                             expected="a mapping from run name to its label")
+    runs = data["runs"]
+    if not isinstance(runs, dict):
+        raise UserInputError("runs must be a mapping", file=name, line=line_of(lines, ("runs",)), key="runs",
+                             expected="a mapping from run name to its label")
+    out = Labels(files=[name])
+    for raw_name, body in runs.items():
+        run = str(raw_name)
+        loc = ("runs", raw_name)
+        where = f"runs.{run}"
+        line = line_of(lines, loc)
+        if not isinstance(body, dict) or not body:
+            raise UserInputError("a run's label must be a mapping", file=name, line=line, key=where,
+                                 expected="should_not_stop_before: N and/or loops: [A, B]")
+        for key in body:
+            if key not in RUN_KEYS:
+                raise UserInputError("unknown key", file=name, line=line_of(lines, loc + (key,)), key=f"{where}.{key}",
+                                     expected=", ".join(RUN_KEYS))
+        if "should_not_stop_before" not in body and "loops" not in body:
+            raise UserInputError("a label needs should_not_stop_before or loops", file=name, line=line, key=where,
+                                 expected="should_not_stop_before: N and/or loops: [A, B]")
+        snsb = None
+        if "should_not_stop_before" in body:
+            k = loc + ("should_not_stop_before",)
+            snsb = _int(body["should_not_stop_before"], name, line_of(lines, k), f"{where}.should_not_stop_before",
+                        "a round number (1 or more)")
+        loops: list[tuple[int, int]] = []
+        if "loops" in body:
+            k = loc + ("loops",)
+            raw = body["loops"]
+            single = isinstance(raw, list) and len(raw) == 2 and not any(isinstance(x, list) for x in raw)
+            pairs = [raw] if single else raw
+            if not isinstance(pairs, list) or not pairs:
+                raise UserInputError("loops must be [A, B] or a list of [A, B]", file=name, line=line_of(lines, k),
+                                     key=f"{where}.loops", expected="[first round, last round]")
+            for i, pair in enumerate(pairs):
+                kk = f"{where}.loops" + ("" if single else f"[{i}]")
+                pline = line_of(lines, k + (() if single else (i,)))
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise UserInputError(f"{pair!r} is not a pair of rounds", file=name, line=pline, key=kk,
+                                         expected="[first round, last round]")
+                a = _int(pair[0], name, pline, kk, "a round number (1 or more)")
+                b = _int(pair[1], name, pline, kk, "a round number (1 or more)")
+                if b < a:
+                    raise UserInputError(f"loop [{a}, {b}] ends before it starts", file=name, line=pline, key=kk,
+                                         expected="A <= B")
+                loops.append((a, b))
+        note = body.get("note", "")
+        if not isinstance(note, str):
+            raise UserInputError("note must be text", file=name, line=line_of(lines, loc + ("note",)),
+                                 key=f"{where}.note")
+        out.runs[run] = RunLabel(run, snsb, tuple(sorted(loops)), note, name, line)
+    return out
+
+
+def read_user_file(path: str | Path, what: str) -> str:
+    """A file a person wrote, as text; failures name the file."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserInputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(p)) from None
+    except OSError as exc:
+        raise UserInputError(f"cannot read {what}: {exc.strerror}", file=str(p)) from None
+
+
+def load_labels(paths: Iterable[str | Path]) -> Labels:
+    out = Labels()
+    for p in paths:
+        out = out.merged(parse_labels(read_user_file(p, "labels"), str(p)))
+    return out
+
+
+# ---- judging a stop against a label -------------------------------------------------------------------
+@dataclass
+class Judgement:
+    premature: bool = False          # a useful run stopped before its round
+    rounds_lost: int = 0             # rounds of the useful run cut off
+    loop_rounds: int = 0             # rounds spent inside labelled loops before the stop
+    loop_total: int = 0              # rounds inside labelled loops (what no stop at all spends)
+    loops: int = 0
+    loops_stopped: int = 0           # loops the stop landed inside (or before their end)
+
+
+def judge(label: RunLabel, stop_round: int | None, rounds: int | None = None) -> Judgement:
+    """Judge a no-progress stop (None: the rule never stopped the run).
+    Rounds past the run's last round cannot be spent, so loops are clipped
+    to the rounds the run has."""
+    j = Judgement()
+    if label.should_not_stop_before is not None and stop_round is not None \
+            and stop_round < label.should_not_stop_before:
+        j.premature = True
+        j.rounds_lost = label.should_not_stop_before - stop_round
+    for a, b in label.loops:
+        if rounds is not None:
+            b = min(b, rounds)
+        if b < a:
+            continue
+        j.loops += 1
+        j.loop_total += b - a + 1
+        end = b if stop_round is None else min(stop_round, b)
+        j.loop_rounds += max(0, end - a + 1)
+        if stop_round is not None and stop_round <= b:
+            j.loops_stopped += 1
+    return j

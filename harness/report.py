@@ -1,0 +1,734 @@
+"""`imprint report`: a self-contained HTML page, a Markdown summary and PNG
+plots from traces (and round logs), all read through `frames.load_frames`.
+
+The plots answer the record's questions: do the token estimates match what
+providers measure; what do `reserve` and `prefix-refund` charge for the same
+script; how runs spend their token and time budgets round by round; how
+novelty and patience evolve up to the stop; how runs stop and end; how far
+they overshoot the deadline.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from imprint_core.errors import UserInputError
+
+from .frames import Frames, load_frames
+
+PLOT_NAMES = ("estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
+              "novelty-timeline.png", "stops.png", "overshoot.png")
+STOP_ORDER = ["answered", "no_progress", "token_budget", "time_budget", "context_full", "cancelled"]
+MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0a030", "cancelled": "#9a9a9a"}
+DPI = 110
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.spines.top": False,
+                         "axes.spines.right": False, "figure.facecolor": "white"})
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def provider_colors(providers: Sequence[str]) -> dict[str, str]:
+    base = {"stub": "#7f7f7f"}
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+    out, i = {}, 0
+    for p in sorted(providers):
+        if p in base:
+            out[p] = base[p]
+        else:
+            out[p] = palette[i % len(palette)]
+            i += 1
+    return out
+
+
+@dataclass
+class Section:
+    title: str
+    intro: str = ""
+    image: str | None = None
+    alt: str = ""
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- 1. estimates against measurements --------------------------------------------------------------
+def estimate_stats(frames: Frames) -> pd.DataFrame:
+    req = frames.requests
+    req = req[req["ratio"].notna()]
+    rows = []
+    for provider, g in req.groupby("provider"):
+        lo, hi = g.loc[g["ratio"].idxmin()], g.loc[g["ratio"].idxmax()]
+        rows.append({
+            "provider": provider, "requests": len(g), "median": round(float(g["ratio"].median()), 3),
+            "p95": round(float(g["ratio"].quantile(0.95)), 3),
+            "under-counts": f"{(g['ratio'] < 1).mean():.1%}",
+            "worst under-count": f"{lo['ratio']:.3f} ({int(lo['estimated'])} est. / {int(lo['measured_prompt'])} meas., "
+                                 f"{lo['scenario']})",
+            "worst over-count": f"{hi['ratio']:.3f} ({int(hi['estimated'])} est. / {int(hi['measured_prompt'])} meas., "
+                                f"{hi['scenario']})"})
+    return pd.DataFrame(rows)
+
+
+def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[Path | None, Path | None]:
+    req = frames.requests
+    req = req[req["ratio"].notna()]
+    if req.empty:
+        return None, None
+    plt = _plt()
+    providers = sorted(req["provider"].unique())
+    n = len(providers)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(4.2 * cols, 5.6), 3.9 * rows), squeeze=False,
+                             constrained_layout=True)
+    for ax, provider in zip(axes.flat, providers):
+        g = req[req["provider"] == provider]
+        for role, marker in (("coordinator", "o"), ("worker", "s"), ("final", "^")):
+            gr = g[g["role"] == role]
+            if not gr.empty:
+                ax.scatter(gr["measured_prompt"], gr["estimated"], s=16, alpha=0.6, marker=marker,
+                           color=colors.get(provider), label=f"{role} ({len(gr)})", edgecolors="none")
+        lo = max(1.0, float(min(g["measured_prompt"].min(), g["estimated"].min())) * 0.8)
+        hi = float(max(g["measured_prompt"].max(), g["estimated"].max())) * 1.25
+        ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="y = x (exact)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("measured prompt tokens (provider)")
+        ax.set_ylabel("estimated prompt tokens (ours)")
+        ax.set_title(f"{provider}: median est./meas. {g['ratio'].median():.2f}")
+        ax.text(0.97, 0.04, "above the line: over-count\nbelow: under-count", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=7, color="#555")
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3, which="both")
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle("Estimated against measured prompt tokens")
+    scatter = _save(fig, out / "estimates-scatter.png")
+
+    fig, axes = plt.subplots(1, n, figsize=(max(4.2 * n, 5.5), 3.4), squeeze=False, constrained_layout=True)
+    for ax, provider in zip(axes.flat, providers):
+        r = req.loc[req["provider"] == provider, "ratio"]
+        lo, hi = min(float(r.min()), 0.95), max(float(r.max()), 1.05)
+        bins = 30 if r.nunique() > 1 else 5
+        ax.hist(r, bins=bins, range=(lo, hi), color=colors.get(provider), alpha=0.85)
+        ax.axvline(1.0, color="black", ls="--", lw=1, label="exact")
+        ax.axvline(float(r.median()), color="#c0392b", lw=1.2, label=f"median {r.median():.3f}")
+        ax.axvline(float(r.quantile(0.95)), color="#c0392b", lw=1, ls=":", label=f"p95 {r.quantile(0.95):.3f}")
+        ax.set_xlabel("estimated / measured (below 1: under-count)")
+        ax.set_ylabel("requests")
+        ax.set_title(f"{provider} ({len(r)} requests, {(r < 1).mean():.0%} under-counted)")
+        ax.legend(fontsize=7)
+    fig.suptitle("Estimate / measurement per request")
+    return scatter, _save(fig, out / "estimates-ratio.png")
+
+
+# ---- 2. reserve against prefix-refund ---------------------------------------------------------------
+_POLICY_WORDS = re.compile(r"(^|[-_])(policy|reserve|prefix|refund|prefix-refund)(?=$|[-_])")
+
+
+def policy_pairs(frames: Frames) -> list[tuple[dict, dict, str]]:
+    """(reserve run, prefix-refund run, how matched) per provider: runs of
+    the same question and provider under both policies; failing that, runs
+    whose names match once the policy words are taken out."""
+    runs = frames.runs[(frames.runs["source"] == "trace") & frames.runs["policy"].notna()]
+    pairs = []
+    for provider, g in runs.groupby("provider"):
+        found = None
+        best_key = None
+        for key_name, keyfn in (("the same question", lambda r: r["question"]),
+                                ("matching names", lambda r: _POLICY_WORDS.sub("", str(r["name"])))):
+            groups: dict[Any, dict[str, list[dict]]] = {}
+            for r in g.to_dict("records"):
+                groups.setdefault(keyfn(r), {}).setdefault(r["policy"], []).append(r)
+            for key, by in groups.items():
+                for a in by.get("reserve", []):
+                    for b in by.get("prefix-refund", []):
+                        score = (_POLICY_WORDS.sub("", str(a["name"])) == _POLICY_WORDS.sub("", str(b["name"])),
+                                 a.get("token_budget") == b.get("token_budget"),
+                                 "policy" in str(a["name"]) + str(b["name"]),
+                                 (a["requests"] or 0) + (b["requests"] or 0))
+                        if best_key is None or score > best_key:
+                            best_key, found = score, (a, b, key_name)
+            if found:
+                break
+        if found:
+            pairs.append(found)
+    return pairs
+
+
+def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd.DataFrame]:
+    pairs = policy_pairs(frames)
+    notes: list[str] = []
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    if not pairs:
+        have = sorted(runs["policy"].dropna().unique())
+        notes.append("no scenario ran under both policies on one provider"
+                     + (f" (policies present: {', '.join(have)})" if have else "")
+                     + "; showing one run per policy instead" if len(have) == 2 else "")
+        if len(have) == 2:
+            a = runs[runs["policy"] == "reserve"].sort_values("requests").iloc[-1].to_dict()
+            b = runs[runs["policy"] == "prefix-refund"].sort_values("requests").iloc[-1].to_dict()
+            pairs = [(a, b, "not matched: different scenarios")]
+        else:
+            return None, notes, pd.DataFrame()
+    plt = _plt()
+    pairs = pairs[:3]
+    fig, axes = plt.subplots(len(pairs), 2, figsize=(11, 3.6 * len(pairs)), squeeze=False, constrained_layout=True)
+    req = frames.requests
+    table = []
+    for row, (a, b, how) in zip(axes, pairs):
+        ymax = 0.0
+        for ax, run in zip(row, (a, b)):
+            r = req[(req["run"] == run["run"]) & (req["role"] != "final")].reset_index(drop=True)
+            x = range(1, len(r) + 1)
+            res, chg, ref = r["reserved"].cumsum(), r["charged"].cumsum(), r["refunded"].cumsum()
+            ax.plot(x, res, color="#4a78b5", lw=2, label="reserved")
+            ax.plot(x, chg, color="#c0392b", lw=2, ls="--", label="charged")
+            ax.plot(x, ref, color="#4c9f70", lw=1.5, label="refunded")
+            budget = run.get("token_budget")
+            if budget and not pd.isna(budget):
+                ax.axhline(budget, color="black", lw=1, ls=":", label=f"budget {int(budget):,}")
+            ymax = max(ymax, float(res.max() if len(res) else 0), float(budget or 0))
+            stop = run.get("stop_reason")
+            ax.set_title(f"{run['policy']}: {run['name']} ({run['provider']})\n{len(r)} requests, charged "
+                         f"{int(run['charged'] or 0):,} of {int(run['reserved'] or 0):,} reserved; stop: {stop}")
+            ax.set_xlabel("research request")
+            ax.set_ylabel("tokens (cumulative)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="upper left")
+            table.append({"provider": run["provider"], "policy": run["policy"], "scenario": run["name"],
+                          "requests": int(run["requests"] or 0), "reserved": int(run["reserved"] or 0),
+                          "charged": int(run["charged"] or 0), "refunded": int(run["refunded"] or 0),
+                          "stop": stop, "matched by": how})
+        for ax in row:
+            ax.set_ylim(0, ymax * 1.08 or 1)
+    fig.suptitle("Reserved, charged and refunded tokens over a run: reserve against prefix-refund (same y scale)")
+    return _save(fig, out / "policy-compare.png"), notes, pd.DataFrame(table)
+
+
+# ---- selections ------------------------------------------------------------------------------------------
+def select_runs(frames: Frames, limit: int, chosen: Sequence[str] = (), purpose: str = "budget") -> list[dict]:
+    """Runs worth a panel: the chosen ones, else a spread of stop reasons,
+    providers, writes, errors and asks."""
+    rounds = frames.rounds
+    has_rounds = set(rounds["run"].unique())
+    runs = frames.runs[frames.runs["run"].isin(has_rounds)]
+    if purpose == "budget":
+        runs = runs[runs["source"] == "trace"]
+    recs = runs.to_dict("records")
+    if chosen:
+        picked = [r for c in chosen for r in recs if c in (r["run"], r["name"])]
+        return picked[:limit] if picked else []
+    by_run = {k: g for k, g in rounds.groupby("run")}
+    def feats(r: dict) -> dict:
+        g = by_run[r["run"]]
+        use = 0.0
+        if r["source"] == "trace":
+            last = g.iloc[-1]
+            tokens = (last["charged"] or 0) / r["token_budget"] if r.get("token_budget") else 0.0
+            timeout = r.get("timeout") or 0
+            used = (last["t"] - (last["deadline"] - timeout)) / timeout if timeout and pd.notna(last["t"]) else 0.0
+            use = max(float(tokens or 0), float(used or 0))
+        return {"writes": int((g["kind"] == "write").sum()), "errors": int((g["errors"] > 0).sum()),
+                "asks": int((g["kind"] == "ask").sum()), "rounds": len(g), "use": use}
+    f = {r["run"]: feats(r) for r in recs}
+    picked: list[dict] = []
+
+    def take(cands: list[dict], key: Callable[[dict], Any]) -> None:
+        cands = [c for c in cands if c["run"] not in {p["run"] for p in picked}]
+        if purpose == "novelty":  # another script rather than the same one twice
+            fresh = [c for c in cands if c["source"] != "trace" or c["question"] not in {p["question"] for p in picked}]
+            cands = fresh or cands
+        if cands and len(picked) < limit:
+            picked.append(max(cands, key=key))
+
+    if purpose == "budget":
+        def spend(r: dict) -> tuple:  # runs of several rounds that use much of a budget read best
+            return (f[r["run"]]["rounds"] > 1, f[r["run"]]["use"], f[r["run"]]["rounds"])
+        for reason in STOP_ORDER:
+            take([r for r in recs if r["stop_reason"] == reason and r["provider"] != "stub"], spend)
+        for reason in STOP_ORDER:
+            take([r for r in recs if r["stop_reason"] == reason], spend)
+    else:
+        np_runs = [r for r in recs if r["stop_reason"] == "no_progress"]
+        take([r for r in np_runs if f[r["run"]]["writes"]], lambda r: f[r["run"]]["writes"])
+        take([r for r in np_runs if f[r["run"]]["errors"]], lambda r: f[r["run"]]["errors"])
+        take([r for r in recs if f[r["run"]]["asks"]], lambda r: f[r["run"]]["rounds"])
+        take([r for r in recs if r["source"] == "trace" and r["provider"] != "stub"], lambda r: f[r["run"]]["rounds"])
+        take([r for r in recs if r["source"] == "roundlog" and r["stop_reason"] == "no_progress"],
+             lambda r: f[r["run"]]["rounds"])
+        take(np_runs, lambda r: f[r["run"]]["rounds"])
+        take([r for r in recs if r["stop_reason"] != "no_progress"], lambda r: f[r["run"]]["rounds"])
+    take(recs, lambda r: f[r["run"]]["rounds"])
+    while len(picked) < limit:
+        before = len(picked)
+        take(recs, lambda r: f[r["run"]]["rounds"])
+        if len(picked) == before:
+            break
+    return picked
+
+
+def _grid(n: int, plt, width: float = 5.2, height: float = 3.0):
+    cols = 2 if n > 1 else 1
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, constrained_layout=True)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)[:n]
+
+
+# ---- 3. budget consumption per round ---------------------------------------------------------------------------
+def plot_budget(frames: Frames, out: Path, selected: list[dict]) -> Path | None:
+    if not selected:
+        return None
+    plt = _plt()
+    fig, axes = _grid(len(selected), plt)
+    for ax, run in zip(axes, selected):
+        g = frames.rounds[frames.rounds["run"] == run["run"]].sort_values("round")
+        budget = run.get("token_budget") or float("nan")
+        x = g["round"].tolist()
+        tok = (g["charged"] / budget * 100).tolist()
+        timeout = run.get("timeout") or float("nan")
+        # the deadline moves back by every wait for the user: research time used is t minus that start
+        tim = ((g["t"] - (g["deadline"] - timeout)) / timeout * 100).tolist()
+        ax.plot(x, tok, color="#c0392b", marker="o", ms=3, label="tokens charged (% of budget)")
+        ax.plot(x, tim, color="#4a78b5", marker="s", ms=3, label="research time used (% of the timeout)")
+        stop_round = run.get("stop_round")
+        if stop_round is not None and not pd.isna(stop_round):
+            ax.axvline(stop_round, color="black", lw=1.2, ls="--", label=f"stop: {run['stop_reason']}")
+        req = run.get("budget_requested")
+        if req and not pd.isna(req) and budget == budget:
+            y = (float(run.get("charged") or 0) + float(req)) / budget * 100
+            ax.scatter([(stop_round or x[-1]) + 1], [y], facecolors="none", edgecolors="#c0392b",
+                       label=f"next reservation would reach {y:.0f}%", zorder=3)
+        ax.axhline(100, color="#555", lw=0.8, ls=":")
+        peak = max([v for v in tok + tim if v == v] + [100.0])
+        ax.set_ylim(0, max(120.0, peak * 1.1))
+        ax.set_xlim(0.5, max(x + [stop_round or 0]) + 1.5)
+        ax.set_xlabel("round")
+        ax.set_ylabel("budget used (%)")
+        ax.set_title(f"{run['name']} ({run['provider']}, {run['policy']})", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5, loc="upper left")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    fig.suptitle("Budget consumption per round: tokens charged and time used, with the stop")
+    return _save(fig, out / "budget-per-round.png")
+
+
+# ---- 4. novelty timelines ------------------------------------------------------------------------------------------
+def plot_novelty(frames: Frames, out: Path, selected: list[dict]) -> Path | None:
+    if not selected:
+        return None
+    plt = _plt()
+    fig, axes = _grid(len(selected), plt, height=3.1)
+    if len(selected) == 1:
+        fig.set_size_inches(8, 3.8)
+    for ax, run in zip(axes, selected):
+        g = frames.rounds[frames.rounds["run"] == run["run"]].sort_values("round")
+        x = g["round"].to_numpy()
+        new = g["new_shingles"].fillna(0).to_numpy()
+        colors = ["#4c9f70" if p else "#bbbbbb" for p in g["progress"]]
+        ax.bar(x, new, color=colors, width=0.8)
+        ax.set_ylabel("new evidence (shingles)")
+        ax.set_xlabel("round")
+        top = max(float(new.max()) if len(new) else 1.0, 1.0)
+        ax.set_ylim(0, top * 1.3)
+        for r, kind, errs in zip(x, g["kind"], g["errors"]):
+            if kind == "write":
+                ax.axvspan(r - 0.45, r + 0.45, color="#4a78b5", alpha=0.15, lw=0)
+                ax.text(r, top * 1.22, "W", ha="center", va="center", fontsize=7, color="#4a78b5")
+            if kind == "ask":
+                ax.text(r, top * 1.22, "?", ha="center", va="center", fontsize=8, color="#8e44ad")
+            if errs:
+                ax.plot([r], [top * 1.12], marker="x", color="#c0392b", ms=6, ls="none")
+        ax2 = ax.twinx()
+        ax2.step(x, g["patience_counter"], where="mid", color="#e67e22", lw=1.6)
+        patience = g["patience"].dropna()
+        if len(patience):
+            ax2.axhline(float(patience.iloc[0]), color="#e67e22", ls=":", lw=1)
+            ax2.set_ylim(0, float(patience.iloc[0]) * 1.35)
+        ax2.set_ylabel("patience counter", color="#e67e22")
+        ax2.spines["right"].set_visible(True)
+        stop_round = run.get("stop_round")
+        if stop_round is not None and not pd.isna(stop_round):
+            ax.axvline(stop_round + 0.5, color="black", lw=1.2, ls="--")
+            ax.annotate(f"stop: {run['stop_reason']}", (stop_round + 0.5, top * 1.3), xytext=(-3, -10),
+                        textcoords="offset points", ha="right", fontsize=7.5)
+        what = run["provider"] if run["source"] == "trace" else "round log, replayed"
+        ax.set_title(f"{run['name']} ({what})", fontsize=9)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Patch(color="#4c9f70", label="new shingles, a progress round"),
+               Patch(color="#bbbbbb", label="new shingles, no progress"),
+               Line2D([], [], color="#e67e22", lw=1.6, label="patience counter"),
+               Line2D([], [], color="#e67e22", ls=":", label="patience"),
+               Patch(color="#4a78b5", alpha=0.3, label="write round (W)"),
+               Line2D([], [], marker="x", color="#c0392b", ls="none", label="error in the round"),
+               Line2D([], [], color="black", ls="--", label="stop")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=7, fontsize=7.5, frameon=False)
+    fig.suptitle("Novelty timeline: new evidence per round, the patience counter (dotted: the patience), "
+                 "write rounds, errors and the stop")
+    return _save(fig, out / "novelty-timeline.png")
+
+
+# ---- 5. stop reasons and final modes --------------------------------------------------------------------
+def stop_table(frames: Frames) -> pd.DataFrame:
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    if runs.empty:
+        return pd.DataFrame()
+    t = pd.crosstab([runs["provider"], runs["stop_reason"].fillna("(none)")], runs["final_mode"].fillna("(none)"))
+    t = t.reset_index()
+    t.columns.name = None
+    return t
+
+
+def plot_stops(frames: Frames, out: Path) -> Path | None:
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    if runs.empty:
+        return None
+    plt = _plt()
+    providers = sorted(runs["provider"].dropna().unique())
+    reasons = [r for r in STOP_ORDER if r in set(runs["stop_reason"])] + \
+        sorted(set(runs["stop_reason"].dropna()) - set(STOP_ORDER))
+    modes = [m for m in MODE_COLORS if m in set(runs["final_mode"])] + \
+        sorted(set(runs["final_mode"].dropna()) - set(MODE_COLORS))
+    fig, axes = plt.subplots(1, len(providers), figsize=(max(4.6 * len(providers), 6), 0.5 * len(reasons) + 1.8),
+                             squeeze=False, constrained_layout=True, sharey=True)
+    for ax, provider in zip(axes.flat, providers):
+        g = runs[runs["provider"] == provider]
+        left = [0] * len(reasons)
+        for mode in modes:
+            counts = [int(((g["stop_reason"] == r) & (g["final_mode"] == mode)).sum()) for r in reasons]
+            ax.barh(reasons, counts, left=left, color=MODE_COLORS.get(mode, "#666"), label=mode)
+            for i, c in enumerate(counts):
+                if c:
+                    ax.text(left[i] + c / 2, i, str(c), ha="center", va="center", fontsize=7, color="white")
+            left = [a + b for a, b in zip(left, counts)]
+        ax.invert_yaxis()
+        ax.set_xlabel("runs")
+        ax.set_title(f"{provider} ({len(g)} runs)")
+        ax.legend(title="final mode", fontsize=7, title_fontsize=7, loc="lower right")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    fig.suptitle("Stop reasons (rows) and final modes (colours) across all scenarios")
+    return _save(fig, out / "stops.png")
+
+
+# ---- 6. deadline overshoot -----------------------------------------------------------------------------------------
+def overshoot_table(frames: Frames) -> pd.DataFrame:
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)]
+    rows = []
+    for provider, g in runs.groupby("provider"):
+        timed = g[g["stop_reason"] == "time_budget"]
+        over = g["overshoot"].fillna(0)
+        t = tc[tc["provider"] == provider]
+        worst = g.loc[over.idxmax()] if len(g) and over.max() > 0 else None
+        rows.append({"provider": provider, "runs": len(g), "time stops": len(timed),
+                     "past the deadline": int((over > 0).sum()),
+                     "median (s)": round(float(over[over > 0].median()), 2) if (over > 0).any() else 0.0,
+                     "largest (s)": round(float(over.max()), 2) if len(over) else 0.0,
+                     "largest in": worst["name"] if worst is not None else "-",
+                     "late calls": len(t),
+                     "largest call overrun (s)": round(float(t["overrun"].max()), 2) if len(t) and t["overrun"].notna().any() else 0.0})
+    return pd.DataFrame(rows)
+
+
+def plot_overshoot(frames: Frames, out: Path, colors: dict[str, str]) -> Path | None:
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    if runs.empty:
+        return None
+    plt = _plt()
+    providers = sorted(runs["provider"].dropna().unique())
+    tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)]
+    fig, ax = plt.subplots(figsize=(max(2.6 * len(providers) + 3, 7.5), 3.8), constrained_layout=True)
+    for i, provider in enumerate(providers):
+        g = runs[runs["provider"] == provider]
+        over = g["overshoot"].fillna(0).to_numpy()
+        jitter = [((k * 7919) % 101 / 100 - 0.5) * 0.16 for k in range(len(over))]
+        ax.scatter([i - 0.15 + j for j in jitter], over, s=22, alpha=0.7, color=colors.get(provider),
+                   label="run: research overshoot at the stop" if i == 0 else None, edgecolors="none")
+        for name, v, j in sorted(zip(g["name"], over, jitter), key=lambda z: -z[1])[:4]:
+            if v > 0:
+                ax.annotate(str(name), (i - 0.15 + j, v), xytext=(-6, 0), textcoords="offset points", ha="right",
+                            va="center", fontsize=6.5, color="#444")
+        t = tc[tc["provider"] == provider]
+        if len(t):
+            ax.scatter([i + 0.2] * len(t), t["overrun"].fillna(0), marker="D", s=26, facecolors="none",
+                       edgecolors=colors.get(provider), label="tool call finished after the deadline" if i == 0 else None)
+            for tool, v, name in sorted(zip(t["tool"], t["overrun"].fillna(0), t["name"]), key=lambda z: -z[1])[:4]:
+                ax.annotate(f"{tool}", (i + 0.2, v), xytext=(6, 0), textcoords="offset points", ha="left",
+                            va="center", fontsize=6.5, color="#444")
+        worst = float(over.max()) if len(over) else 0.0
+        ax.annotate(f"max {worst:.1f} s\n{int((over > 0).sum())}/{len(over)} runs past",
+                    (i, worst), xytext=(0, 8), textcoords="offset points", ha="center", fontsize=7.5)
+    ax.set_xticks(range(len(providers)), providers)
+    ax.set_xlim(-0.6, len(providers) - 0.4)
+    ax.set_ylabel("seconds past the research deadline")
+    top = max(float(runs["overshoot"].fillna(0).max()), float(tc["overrun"].fillna(0).max()) if len(tc) else 0.0, 1.0)
+    ax.set_ylim(-0.05 * top, top * 1.35)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("Deadline overshoot per provider (0 for runs that stopped in time)")
+    return _save(fig, out / "overshoot.png")
+
+
+# ---- the page ---------------------------------------------------------------------------------------------------------
+def runs_table(frames: Frames) -> pd.DataFrame:
+    runs = frames.runs[frames.runs["source"] == "trace"].copy()
+    if runs.empty:
+        return runs
+    cols = ["name", "provider", "policy", "stop_reason", "stop_round", "final_mode", "rounds", "requests",
+            "reserved", "charged", "refunded", "overshoot"]
+    t = runs[cols].rename(columns={"name": "scenario", "stop_reason": "stop", "stop_round": "stop round",
+                                   "final_mode": "final mode", "overshoot": "overshoot (s)"})
+    for c in ("stop round", "rounds", "requests", "reserved", "charged", "refunded"):
+        t[c] = t[c].map(lambda v: "-" if v is None or pd.isna(v) else f"{int(v):,}")
+    t["overshoot (s)"] = t["overshoot (s)"].map(lambda v: "-" if pd.isna(v) else f"{v:g}")
+    return t.fillna("-")
+
+
+def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6) -> list[Section]:
+    colors = provider_colors(frames.providers)
+    sections: list[Section] = []
+
+    scatter, hist = plot_estimates(frames, out, colors)
+    stats = estimate_stats(frames)
+    s = Section("Estimated against measured prompt tokens",
+                "Every request whose provider reported its usage: our prompt estimate (the byte estimate for remote "
+                "providers, the tokenizer for local ones) against the provider's measurement. Above the line the "
+                "estimate over-counts (research stops a little early); below it under-counts (the budget is "
+                "overspent).", scatter, "Scatter of estimated against measured prompt tokens per provider")
+    if stats.empty:
+        s.notes.append("No request in these traces carries a measured prompt size.")
+    else:
+        s.tables.append(("estimate / measured per provider", stats))
+        if "stub" in set(stats["provider"]):
+            s.notes.append("The stub's measurement is a stand-in tokenizer, not a provider's: its figures test the "
+                           "plumbing, not the estimate.")
+    sections.append(s)
+    if hist is not None:
+        sections.append(Section("Estimate / measurement per request",
+                                "The same requests as a distribution of estimate / measurement; the dashed line is "
+                                "an exact count.", hist, "Histogram of estimate over measurement per provider"))
+
+    path, notes, table = plot_policies(frames, out)
+    s = Section("reserve against prefix-refund",
+                "One script under both settlement policies: `reserve` charges every reservation whole (charged = "
+                "reserved, nothing refunded); `prefix-refund` charges only the prompt past the prefix already "
+                "processed plus the output generated.", path, "Reserved, charged and refunded tokens per request "
+                "under reserve and prefix-refund", notes=notes)
+    if not table.empty:
+        s.tables.append(("the pair", table))
+    elif path is None:
+        s.notes.append("No run under `reserve` among these traces.")
+    sections.append(s)
+
+    chosen = select_runs(frames, max_runs, select, "budget")
+    path = plot_budget(frames, out, chosen)
+    sections.append(Section("Budget consumption per round",
+                            "Tokens charged so far (share of the research token budget) and research time used "
+                            "(share of the timeout; waits for the user's answer do not count) at the end of each round; the dashed line is the "
+                            "stop. A hollow marker shows the reservation that no longer fitted.",
+                            path, "Budget consumption per round for selected runs",
+                            notes=[] if path else ["No run with rounds among these traces."]))
+
+    chosen = select_runs(frames, max_runs, select, "novelty")
+    path = plot_novelty(frames, out, chosen)
+    sections.append(Section("Novelty timelines",
+                            "Per round: the new shingles its evidence added (green when the round counted as "
+                            "progress), the patience counter against the patience (dotted), write rounds (W, left "
+                            "out of the rule), asks (?), rounds with errors (x) and the stop.", path,
+                            "Novelty timeline of selected runs",
+                            notes=[] if path else ["No run with rounds among these traces."]))
+
+    path = plot_stops(frames, out)
+    s = Section("Stop reasons and final modes", "How every run stopped and how its answer was produced.", path,
+                "Stop reasons and final modes per provider")
+    t = stop_table(frames)
+    if not t.empty:
+        s.tables.append(("runs by stop reason and final mode", t))
+    sections.append(s)
+
+    path = plot_overshoot(frames, out, colors)
+    s = Section("Deadline overshoot",
+                "How far past the research deadline each run stopped (a blocking tool or a write may finish "
+                "after it), and the calls that finished after the deadline.", path,
+                "Deadline overshoot per provider")
+    t = overshoot_table(frames)
+    if not t.empty:
+        s.tables.append(("overshoot per provider", t))
+    sections.append(s)
+
+    t = runs_table(frames)
+    if not t.empty:
+        sections.append(Section("All runs", "", None, tables=[("runs", t)]))
+    return sections
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1180px;padding:1.2em 1.6em;
+color:#222;line-height:1.45}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+p.meta{color:#666;margin-top:0}img{max-width:100%;height:auto;border:1px solid #eee}
+table{border-collapse:collapse;font-size:.82em;margin:.6em 0 1em;display:block;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right;white-space:nowrap}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+.note{color:#7a5b00;background:#fff8e0;padding:.3em .6em;border-left:3px solid #e0a030}
+nav a{margin-right:1em}caption{text-align:left;font-weight:600;padding:.2em 0}
+code{background:#f4f4f4;padding:0 .2em;border-radius:3px;font-size:.92em}
+"""
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def _code(text: str) -> str:
+    """Escaped HTML with `spans` as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines)
+
+
+def render_html(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
+    providers = ", ".join(frames.providers) or "none"
+    n_traces = int((frames.runs["source"] == "trace").sum())
+    n_logs = int((frames.runs["source"] == "roundlog").sum())
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>",
+             f'<p class="meta">{n_traces} trace(s) and {n_logs} round log(s) from {len(frames.files)} file(s); '
+             f"providers: {html.escape(providers)}; generated {html.escape(generated)}.</p>",
+             "<nav>" + "".join(f'<a href="#{_slug(s.title)}">{html.escape(s.title)}</a>' for s in sections) + "</nav>"]
+    for w in frames.warnings:
+        parts.append(f'<p class="note">{html.escape(w)}</p>')
+    for s in sections:
+        parts.append(f'<h2 id="{_slug(s.title)}">{html.escape(s.title)}</h2>')
+        if s.intro:
+            parts.append(f"<p>{_code(s.intro)}</p>")
+        for n in s.notes:
+            parts.append(f'<p class="note">{_code(n)}</p>')
+        if s.image:
+            parts.append(f'<img src="{html.escape(s.image)}" alt="{html.escape(s.alt or s.title)}">')
+        for caption, df in s.tables:
+            body = df.to_html(index=False, border=0, escape=True, na_rep="-")
+            parts.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
+                         .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def render_markdown(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
+    n_traces = int((frames.runs["source"] == "trace").sum())
+    n_logs = int((frames.runs["source"] == "roundlog").sum())
+    lines = [f"# {title}", "", f"{n_traces} trace(s) and {n_logs} round log(s) from {len(frames.files)} file(s); "
+             f"providers: {', '.join(frames.providers) or 'none'}; generated {generated}.", ""]
+    for w in frames.warnings:
+        lines += [f"> {w}", ""]
+    for s in sections:
+        lines += [f"## {s.title}", ""]
+        if s.intro:
+            lines += [s.intro, ""]
+        for n in s.notes:
+            lines += [f"> {n}", ""]
+        if s.image:
+            lines += [f"![{s.alt or s.title}]({s.image})", ""]
+        for caption, df in s.tables:
+            lines += [f"**{caption}**", "", _md_table(df.fillna("-")), ""]
+    return "\n".join(lines)
+
+
+def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint research-loop report",
+                 select: Sequence[str] = (), max_runs: int = 6) -> dict[str, Path]:
+    from imprint_core.settings import atomic_write_text
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in PLOT_NAMES:  # a plot without data this time must not linger from an earlier report
+        (out / name).unlink(missing_ok=True)
+    sections = build_sections(frames, out, select=select, max_runs=max_runs)
+    for s in sections:
+        if s.image:
+            s.image = Path(s.image).name
+    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    index = out / "index.html"
+    summary = out / "summary.md"
+    atomic_write_text(index, render_html(sections, frames, title, generated))
+    atomic_write_text(summary, render_markdown(sections, frames, title, generated))
+    for f in (index, summary):
+        f.chmod(0o644)
+    written = {"index.html": index, "summary.md": summary}
+    for s in sections:
+        if s.image:
+            written[s.image] = out / s.image
+    return written
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="imprint report",
+        description="Write index.html (images beside it), summary.md and PNG plots from traces and round logs: "
+                    "estimates against measurements per provider, reserve against prefix-refund, budget use per "
+                    "round, novelty timelines, stop reasons and final modes, deadline overshoot.",
+        epilog="Without TRACES: traces/ (committed local and recorded-server traces, without traces/runs/) and "
+               "the newest run folder under traces/runs/.")
+    p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; its plots are replaced)")
+    p.add_argument("--select", action="append", default=[], metavar="RUN",
+                   help="a run (scenario name, file stem or run id) for the per-run plots; repeatable "
+                        "(default: a spread of stop reasons, writes, errors, asks and providers)")
+    p.add_argument("--max-runs", type=int, default=6, metavar="N", help="panels in the per-run plots (default 6)")
+    p.add_argument("--title", default="Imprint research-loop report")
+    return p
+
+
+def cli(args: argparse.Namespace | Sequence[str]) -> int:
+    argv = list(args.rest) if isinstance(args, argparse.Namespace) else list(args)
+    ns = build_parser().parse_args(argv)
+    if ns.max_runs < 1:
+        raise UserInputError(f"{ns.max_runs} panels", key="--max-runs", expected="1 or more")
+    paths = ns.paths
+    if not paths:
+        from .gate import default_inputs
+        paths = default_inputs(["traces"], True, "traces/runs")
+        if not paths:
+            raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
+    frames = load_frames(paths)
+    if frames.runs.empty:
+        raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
+    for w in frames.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    written = write_report(frames, ns.out, title=ns.title, select=ns.select, max_runs=ns.max_runs)
+    n_traces = int((frames.runs["source"] == "trace").sum())
+    print(f"wrote {written['index.html']} ({len(written) - 2} plot(s), {n_traces} trace(s), "
+          f"providers: {', '.join(frames.providers) or 'none'})")
+    return 0

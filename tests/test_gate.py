@@ -1,0 +1,143 @@
+"""`imprint check`: the record's three invalidation conditions as a gate."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.gate import load_config, parse_config
+from imprint_core.errors import UserInputError
+
+from reportdata import fact, handmade_trace, round_log
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONFIG = """\
+[premature_stops]
+patience = 4
+max_premature = 0
+
+[divergence]
+min_requests = 3
+median_min = 0.9
+median_max = 1.5
+p95_max = 2.0
+max_undercount_share = 0.05
+exclude = ["stub"]
+
+[overruns]
+max_count = 0
+max_overrun_sec = 5.0
+"""
+
+
+def _check(args: list[str], capsys) -> tuple[int, dict]:
+    code = main(["check", *args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture()
+def setup(tmp_path: Path) -> dict[str, Path]:
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(CONFIG)
+    labels = tmp_path / "labels.yaml"
+    labels.write_text("runs:\n  lull: {should_not_stop_before: 6}\n")
+    good = tmp_path / "good"
+    handmade_trace(good / "remote.jsonl", provider="remote", provider_kind="remote", ratios=[1.1, 1.2, 1.05, 1.3],
+                   header_extra={"server": "llamacpp"}, scenario="fine")
+    # a useful run with a 3-round lull: patience 4 lets it go on
+    lull = [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]]
+    round_log(good / "lull.jsonl", lull)
+    return {"cfg": cfg, "labels": labels, "good": good, "tmp": tmp_path}
+
+
+def test_all_conditions_hold(setup, capsys) -> None:
+    code, out = _check([str(setup["good"]), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
+    assert code == 0 and out["passed"]
+    c1, c2, c3 = out["conditions"]
+    assert c1["rows"][0]["figure"] == "0 premature of 1"
+    assert [r["subject"] for r in c2["rows"]] == ["remote:llamacpp: median", "remote:llamacpp: p95",
+                                                   "remote:llamacpp: under-counts"]
+    assert c3["rows"][0]["value"] == 0
+
+
+def test_fails_on_overrun_and_undercount(setup, capsys) -> None:
+    bad = setup["tmp"] / "bad"
+    handmade_trace(bad / "remote.jsonl", provider="remote", provider_kind="remote", ratios=[0.7, 0.8, 0.9, 1.0],
+                   header_extra={"server": "vllm"}, overrun=9.5, scenario="slow")
+    code, out = _check([str(bad), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
+    assert code == 1 and not out["passed"]
+    c1, c2, c3 = out["conditions"]
+    assert not c1["passed"] and c1["no_data"]          # no labelled useful run among these inputs
+    under = {r["subject"]: r for r in c2["rows"]}["remote:vllm: under-counts"]
+    assert under["value"] == 0.75 and under["passed"] is False
+    assert {r["subject"]: r for r in c2["rows"]}["remote:vllm: median"]["passed"] is False
+    assert not c3["passed"] and c3["rows"][0]["value"] == 1 and c3["rows"][1]["value"] == 9.5
+    # the human-readable form names each condition, its figure and its threshold
+    assert main(["check", str(bad), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])]) == 1
+    text = capsys.readouterr().out
+    assert "9.5 s" in text and "≤ 5 s" in text and "75.0% of 4" in text and "FAILS" in text
+
+
+def test_premature_stop_on_a_labelled_useful_run(setup, capsys) -> None:
+    cfg = setup["tmp"] / "p2.toml"
+    cfg.write_text(CONFIG.replace("patience = 4", "patience = 2"))
+    code, out = _check([str(setup["good"]), "--config", str(cfg), "--labels", str(setup["labels"])], capsys)
+    assert code == 1
+    c1 = out["conditions"][0]
+    assert c1["rows"][0]["value"] == 1 and "replayed no_progress stop at round 3" in c1["details"][0]
+
+
+def test_deliberate_overruns_are_listed_not_counted(setup, capsys) -> None:
+    slow = setup["tmp"] / "slow"
+    handmade_trace(slow / "r.jsonl", provider="remote", provider_kind="remote", ratios=[1.1] * 4, overrun=3.0,
+                   header_extra={"server": "x"}, scenario="on-purpose")
+    cfg = setup["tmp"] / "d.toml"
+    cfg.write_text(CONFIG.replace("max_count = 0", 'deliberate = ["on-purpose"]\nmax_count = 0'))
+    code, out = _check([str(slow), str(setup["good"]), "--config", str(cfg), "--labels", str(setup["labels"])], capsys)
+    assert code == 0, out
+    c3 = out["conditions"][2]
+    assert c3["rows"][0]["value"] == 0 and c3["rows"][1]["value"] == 3.0 and "deliberate" in c3["details"][0]
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[divergence]\nmedian_mn = 1.0\n", ":2: divergence.median_mn"),
+    ("[premature_stops]\n\npatience = 30\n", ":3: premature_stops.patience"),
+    ("[premature_stops]\nnormalization = 'fancy'\n", ":2: premature_stops.normalization"),
+    ("[overruns]\nmax_count = -1\n", ":2: overruns.max_count"),
+    ("[overruns]\nmax_count = true\n", ":2: overruns.max_count"),
+    ("[gates]\nx = 1\n", ":1: gates"),
+    ("[divergence]\nmedian_min = 2.0\nmedian_max = 1.0\n", ":2: divergence.median_min"),
+    ('[divergence.providers."local*"]\nmedian = 1.0\n', ":2: divergence.providers.local*.median"),
+    ("[divergence]\nmedian_min = = 1\n", ":2"),
+])
+def test_malformed_config_exits_2_with_file_line_key(setup, text: str, where: str, capsys) -> None:
+    with pytest.raises(UserInputError) as err:
+        parse_config(text, "gate.toml")
+    assert err.value.describe().startswith("gate.toml" + where), err.value.describe()
+    cfg = setup["tmp"] / "bad.toml"
+    cfg.write_text(text)
+    assert main(["check", str(setup["good"]), "--config", str(cfg)]) == 2
+    err_out = capsys.readouterr().err
+    assert f"{cfg}{where}" in err_out and "Traceback" not in err_out
+
+
+def test_unusable_inputs_exit_2(setup, capsys) -> None:
+    assert main(["check", str(setup["tmp"] / "missing"), "--config", str(setup["cfg"])]) == 2
+    empty = setup["tmp"] / "empty"
+    empty.mkdir()
+    assert main(["check", str(empty), "--config", str(setup["cfg"])]) == 2
+    labels = setup["tmp"] / "bad-labels.yaml"
+    labels.write_text("runs:\n  x: {loops: [2, 1]}\n")
+    assert main(["check", str(setup["good"]), "--config", str(setup["cfg"]), "--labels", str(labels)]) == 2
+    assert f"{labels}:2: runs.x.loops" in capsys.readouterr().err
+
+
+def test_committed_config_is_valid() -> None:
+    cfg = load_config(ROOT / "reports" / "gate.toml")
+    assert cfg.premature_stops["patience"] == 4
+    assert cfg.thresholds_for("local")["median_max"] < cfg.thresholds_for("remote:llamacpp")["median_max"]
+    for f in cfg.inputs["labels"]:
+        assert (ROOT / f).is_file(), f
