@@ -70,6 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_run_table(rows: list[dict], summary: dict) -> None:
+    from rich.markup import escape
     from rich.table import Table
     table = Table(title=f"imprint run {summary['run_id']}", show_lines=False)
     for col, just in [("scenario", "left"), ("stop reason", "left"), ("final mode", "left"), ("rounds", "right"),
@@ -77,7 +78,7 @@ def _print_run_table(rows: list[dict], summary: dict) -> None:
                       ("result", "left")]:
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in rows:
-        verdict = "[green]pass[/]" if r["passed"] else "[red]FAIL[/] " + "; ".join(r["failures"])
+        verdict = "[green]pass[/]" if r["passed"] else "[red]FAIL[/] " + escape("; ".join(r["failures"]))
         table.add_row(r["scenario"], r["stop_reason"] or "-", r["final_mode"] or "-", _n(r["rounds"]),
                       _n(r["requests"]), _n(r["reserved"]), _n(r["charged"]), _n(r["refunded"]), verdict)
     out = _console()

@@ -156,7 +156,8 @@ def round_progress(log: RoundLog, config: NoveltyConfig) -> list[tuple[str, bool
     tracker = NoveltyTracker(config)
     out = []
     for rnd in log.rounds:
-        judged = [tracker.judge(c.status, c.result, c.segments) for c in rnd.calls]
+        # Evidence is what reads returned; writes and answers are not fingerprinted.
+        judged = [tracker.judge(c.status, c.result, c.segments) for c in rnd.calls if c.kind == "read"]
         novelty = tracker.commit_round(judged)
         kinds = {c.kind for c in rnd.calls}
         asked = any(c.kind == "ask" and c.status == "ok" for c in rnd.calls)

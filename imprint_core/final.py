@@ -89,6 +89,7 @@ def final_answer(loop: "ResearchLoop", stop: StopReason, detail: str, messages: 
             return _fallback(loop, stop, "even the condensed evidence could not fit the model's context window")
     if loop.cancel.cancelled:
         return "", FinalMode.CANCELLED
+    from .loop import _output_units
     counter = loop.provider.counter
     deadline = loop.clock.now() + loop.config.final_deadline_sec
     req = ModelRequest(final_msgs, [], loop.settings.max_tokens, deadline, loop.cancel, context_id="final",
@@ -96,8 +97,7 @@ def final_answer(loop: "ResearchLoop", stop: StopReason, detail: str, messages: 
     loop.trace.emit("final_request", estimated_prompt=estimate, max_tokens=loop.settings.max_tokens,
                     deadline=deadline)
     text, calls, usage, interrupted, error = loop._stream(req, deadline)
-    units = (usage.output_units if usage and usage.output_units is not None
-             else counter.output_units(Message("assistant", text)))
+    units = _output_units(counter, usage, text, [])
     outcome = "error" if error else "cut" if interrupted else "ok"
     record = loop.ledger.record_final(counter=counter, estimated_prompt=estimate, max_output=loop.settings.max_tokens,
                                       output_units=units, outcome=outcome, usage=usage)

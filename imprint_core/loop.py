@@ -185,13 +185,16 @@ class ResearchLoop:
 
     def _record_result(self, call: ToolCall, round_no: int, result: ToolResult) -> None:
         verdict = None
-        if result.status != "not_executed":
+        # Evidence is what a successful read returned: a write's echo or a
+        # user's answer is never fingerprinted (an answer counts as progress
+        # by itself, amendment 0159).
+        if result.status != "not_executed" and result.kind == "read":
             judged = self.novelty.judge(result.status, result.text, result.segments)
             self._judged[result.call_id] = judged
             verdict = judged[0]
         if result.kind == "write" and result.status != "not_executed":
             self.writes.append(result)
-        if result.status == "ok" and result.kind in ("read", "ask"):
+        if result.status == "ok" and result.kind == "read":
             self.evidence.append(Evidence(round_no, call.name, call.arguments, result.text))
         self.trace.emit("tool_result", round=round_no, call_id=call.id, tool=call.name, kind=result.kind,
                         status=result.status, chars=len(result.text), after_deadline=result.after_deadline,
@@ -232,8 +235,7 @@ class ResearchLoop:
             req = ModelRequest(list(messages), list(tools), max_output, self.time.deadline, self.cancel,
                                context_id=context_id, role=role)  # type: ignore[arg-type]
             text, calls, usage, interrupted, error = self._stream(req, self.time.deadline)
-            reply_units = (usage.output_units if usage and usage.output_units is not None
-                           else counter.output_units(Message("assistant", text, tool_calls=tuple(calls))))
+            reply_units = _output_units(counter, usage, text, calls)
             sent = error is None or error.processed
             record = self.ledger.settle(reservation, counter=counter, prompt_units=units, output_units=reply_units,
                                         outcome="error" if error else "cut" if interrupted else "ok",
@@ -290,6 +292,13 @@ class ResearchLoop:
                 if self.clock.now() >= deadline:
                     interrupted = StopReason.TIME_BUDGET
                     break
+            else:
+                # The stream ended without Done: a provider that saw the
+                # deadline or the cancellation itself and stopped early.
+                if self.cancel.cancelled:
+                    interrupted = StopReason.CANCELLED
+                elif self.clock.now() >= deadline:
+                    interrupted = StopReason.TIME_BUDGET
         except ProviderError as exc:
             error = exc
         finally:
@@ -348,3 +357,13 @@ class ResearchLoop:
                         refunded=result.refunded, writes=len(self.writes), evidence=len(self.evidence),
                         paused=self.time.paused_total)
         return result
+
+
+def _output_units(counter, usage: Usage | None, text: str, calls: list[ToolCall]) -> Sequence[int]:
+    """What the reply appended to the model's context. Nothing generated
+    means nothing charged: an empty reply's formatting is not output."""
+    if usage is not None and usage.output_units is not None:
+        return usage.output_units
+    if not text and not calls:
+        return ()
+    return counter.output_units(Message("assistant", text, tool_calls=tuple(calls)))

@@ -243,19 +243,24 @@ class ToolContext:
         from .errors import ToolAbandoned
         if seconds <= 0:
             return
-        if self.blocking or self.kind in ("write", "ask"):
+        if self.blocking or self.kind == "write":
+            # Allowed to return: a blocking call cannot be interrupted and a
+            # mutation is never abandoned.
             self.clock.sleep(seconds)
             return
+        # A background read stops at the deadline or on cancellation; an ask
+        # (its wait is not research time) stops on cancellation only.
+        deadline = float("inf") if self.kind == "ask" else self.deadline
         end = self.clock.now() + seconds
         while True:
             now = self.clock.now()
             if self.cancel.cancelled:
                 raise ToolAbandoned("cancelled while running")
-            if now >= self.deadline:
+            if now >= deadline:
                 raise ToolAbandoned("research deadline passed while running")
             if now >= end:
                 return
             # Stop exactly at the next point where something can change; the
             # 0.25 s cap keeps a real clock responsive to cancel() from outside.
-            stop = min(end, self.deadline, self.cancel.due_at or end, now + 0.25)
+            stop = min(end, deadline, self.cancel.due_at or end, now + 0.25)
             self.clock.sleep(max(stop - now, 0.0))

@@ -101,12 +101,12 @@ class ScriptedProvider:
 
     def generate(self, request: ModelRequest) -> Iterator[ProviderEvent]:
         turn = self._next_turn(request)
-        if turn.latency:
-            self.clock.sleep(turn.latency)
+        if not self._wait(turn.latency, request):
+            return
         produced = []
         for chunk in turn.stream():
-            if chunk.delay:
-                self.clock.sleep(chunk.delay)
+            if not self._wait(chunk.delay, request):
+                return
             produced.append(chunk.text)
             yield TextDelta(chunk.text)
         if turn.error is not None:
@@ -121,6 +121,19 @@ class ScriptedProvider:
         elif isinstance(turn.usage, Usage):
             yield UsageEvent(turn.usage)
         yield Done()
+
+
+    def _wait(self, seconds: float, request: ModelRequest) -> bool:
+        """Simulated waiting that ends early, exactly at the deadline or a
+        scheduled cancellation, as a provider that honours both would. False
+        when the stream should end there."""
+        if seconds <= 0:
+            return True
+        now = self.clock.now()
+        full = now + seconds
+        stop_at = max(now, min(full, request.deadline, request.cancel.due_at or full))
+        self.clock.sleep(stop_at - now)
+        return stop_at >= full
 
 
 def _default_reply(request: ModelRequest) -> str:
