@@ -54,8 +54,9 @@ def _condensed_messages(loop: "ResearchLoop", why: str) -> list[Message] | None:
             chunks.append([candidate[-1]])
         else:
             chunks[-1] = candidate
+    chunks = [c for c in chunks if c]
     notes: list[str] = []
-    for i, chunk in enumerate(c for c in chunks if c):
+    for i, chunk in enumerate(chunks):
         msgs = [Message("system", CONDENSE_SYSTEM), Message("user", loop.question + "\n\n" + "\n\n".join(chunk))]
         reply = loop.request(msgs, [], role="worker", context_id=f"condense-{i}",
                              max_output=loop.config.research_max_output_tokens)
@@ -66,8 +67,12 @@ def _condensed_messages(loop: "ResearchLoop", why: str) -> list[Message] | None:
         notes.append(reply.text)
     if not notes:
         return None
+    # Chunks that could not be condensed stay in as they are: the final
+    # context never silently drops evidence (if it no longer fits, the
+    # labelled fallback carries all of it).
+    raw = [item for chunk in chunks[len(notes):] for item in chunk]
     return [Message("system", loop.config.system_prompt),
-            Message("user", loop.question + "\n\nCondensed evidence:\n" + "\n\n".join(notes)
+            Message("user", loop.question + "\n\nCondensed evidence:\n" + "\n\n".join(notes + raw)
                     + "\n\n" + FINAL_INSTRUCTION.format(why=why))]
 
 
@@ -110,6 +115,9 @@ def final_answer(loop: "ResearchLoop", stop: StopReason, detail: str, messages: 
     if not text.strip():
         why_not = "the final request ran past its deadline" if interrupted else "the final request returned no text"
         return _fallback(loop, stop, why_not)
+    if interrupted is StopReason.TIME_BUDGET:
+        text += (f"\n\n[answer cut short: the final request reached its "
+                 f"{loop.config.final_deadline_sec:g}-second deadline]")
     return text, FinalMode.SYNTHESIZED
 
 

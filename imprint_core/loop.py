@@ -248,6 +248,13 @@ class ResearchLoop:
                     f"research deadline of {self.settings.research_timeout_sec} s passed"
                 return Reply(text=text, stop=interrupted, detail=f"{what} during a {role} response")
             if error is not None:
+                if (error.retryable and error.retry_after is not None and attempt < self.config.max_retries
+                        and self.clock.now() + error.retry_after >= self.time.deadline):
+                    # Honouring the server's wait would pass the deadline; sending
+                    # again at once would ignore it. Research time is up.
+                    return Reply(stop=StopReason.TIME_BUDGET,
+                                 detail=f"rate limited: the provider asked to wait {error.retry_after:g} s with "
+                                        f"{max(self.time.remaining(), 0):.3g} s of research time left")
                 wait = self._retry_wait(error, attempt)
                 if wait is not None:
                     self.trace.emit("request_retry", id=reservation.id, attempt=attempt + 1, wait=wait,
