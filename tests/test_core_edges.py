@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from imprint_core import Chunk, FinalMode, LoopConfig, ProviderError, ResearchSettings, StopReason, Turn
 
-from .helpers import doc, make_run, read_tool, searches
+from helpers import doc, make_run, read_tool, searches
 
 
 def test_retry_after_past_the_deadline_stops_on_time_without_resending() -> None:
