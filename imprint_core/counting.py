@@ -50,9 +50,23 @@ class ByteEstimateCounter:
             raise ValueError(f"bytes_per_token must be positive, got {bytes_per_token}")
         self.bytes_per_token = float(bytes_per_token)
         self.name = f"utf8-bytes/{self.bytes_per_token:g}"
+        # A research transcript is re-counted before every request; each
+        # message is rendered once. Keyed by identity (the entry keeps the
+        # message alive, so an id is never reused while cached).
+        self._rendered: dict[int, tuple[Message, bytes]] = {}
+
+    def _render(self, m: Message) -> bytes:
+        hit = self._rendered.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        data = render_message(m).encode("utf-8")
+        if len(self._rendered) >= 8192:
+            self._rendered.clear()
+        self._rendered[id(m)] = (m, data)
+        return data
 
     def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bytes:
-        return (render_tools(tools) + "".join(render_message(m) for m in messages)).encode("utf-8")
+        return render_tools(tools).encode("utf-8") + b"".join(self._render(m) for m in messages)
 
     def output_units(self, reply: Message) -> bytes:
         return render_message(reply).encode("utf-8")

@@ -22,19 +22,29 @@ class FunctionTool:
         return self.fn(arguments, ctx)
 
 
-def _schema_error(schema: dict, arguments: dict) -> str | None:
+def _compile_validator(schema: dict):
+    """A validator for a tool's parameters, built once per executor (checking
+    the schema on every call cost more than the rest of the loop's work)."""
     try:
         import jsonschema
     except ImportError:  # validation is a courtesy to the model, not a dependency
         return None
     try:
-        jsonschema.validate(arguments, schema)
-    except jsonschema.ValidationError as exc:
-        path = "/".join(str(p) for p in exc.absolute_path) or "(arguments)"
-        return f"{path}: {exc.message}"
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
     except jsonschema.SchemaError:
         return None
-    return None
+    return cls(schema)
+
+
+def _schema_error(validator, arguments: dict) -> str | None:
+    if validator is None:
+        return None
+    error = next(iter(validator.iter_errors(arguments)), None)
+    if error is None:
+        return None
+    path = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
+    return f"{path}: {error.message}"
 
 
 def _as_text(value: Any) -> str:
@@ -56,6 +66,7 @@ class ToolExecutor:
                  on_call: Callable[[dict], None] | None = None,
                  on_result: Callable[[ToolCall, int, ToolResult], None] | None = None):
         self.tools = {t.spec.name: t for t in tools}
+        self._validators = {name: _compile_validator(t.spec.parameters) for name, t in self.tools.items()}
         self.clock, self.budget, self.cancel = clock, budget, cancel
         self.on_call = on_call or (lambda data: None)
         self.on_result = on_result or (lambda call, round_no, result: None)
@@ -88,7 +99,7 @@ class ToolExecutor:
         if call.invalid_arguments is not None:
             return self._emit(call, round_no, ToolResult(call.id, call.name, kind, "error",
                                                          f"error: arguments are not a JSON object: {call.invalid_arguments}"))
-        problem = _schema_error(tool.spec.parameters, call.arguments)
+        problem = _schema_error(self._validators[call.name], call.arguments)
         if problem:
             return self._emit(call, round_no, ToolResult(call.id, call.name, kind, "error",
                                                          f"error: invalid arguments: {problem}"))
