@@ -337,6 +337,14 @@ def server(kind: str, port: int | None = None, *, ready_timeout: float | None = 
         fh.flush()
         process = subprocess.Popen(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=dict(os.environ, **extra_env), start_new_session=True)
+    # A SIGTERM (a `timeout`, CI stopping the job) must still stop the server,
+    # which runs in its own session: turn it into SystemExit while it runs.
+    import threading
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_term(signum, frame):
+            raise SystemExit(128 + signum)
+        previous = signal.signal(signal.SIGTERM, on_term)
     try:
         seconds = wait_ready(base_url, timeout=ready_timeout or READY_TIMEOUT[kind], process=process, log=log,
                              kind=kind)
@@ -344,6 +352,8 @@ def server(kind: str, port: int | None = None, *, ready_timeout: float | None = 
         yield RunningServer(kind, port, base_url, model_name(kind), process, log, seconds, cmd)
     finally:
         _stop(process)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
