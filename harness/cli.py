@@ -191,8 +191,8 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from . import recording
-    return recording.cli_record(args)
+    from .remote_scenarios import cli_record
+    return cli_record(args)
 
 
 def _later(name: str) -> Callable[[argparse.Namespace], int]:

@@ -1,11 +1,12 @@
 """A scenario wired to its provider, tools and clock; the trace; the verdict."""
 from __future__ import annotations
 
+import contextlib
 import string
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from imprint_core.clock import MonotonicClock, VirtualClock
 from imprint_core.counting import ByteEstimateCounter, RegexTokenCounter
@@ -18,7 +19,7 @@ from imprint_core.trace import TraceWriter
 from imprint_core.types import CancelToken, Clock, Provider, ToolCall, Usage
 
 from .expectations import Failure, check
-from .scenario import Scenario, StubProviderSpec, TurnSpec
+from .scenario import RemoteProviderSpec, Scenario, StubProviderSpec, TurnSpec
 from .simtools import build_tools
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -91,10 +92,25 @@ def build_provider(scn: Scenario, clock: Clock) -> Provider:
         from .models import ensure_model_dir
         return LocalProvider(ensure_model_dir(), clock=clock, dtype=spec.dtype, context_window=spec.context_window,
                              seed=spec.seed)
-    if spec.kind == "remote":
-        from .recording import build_remote_provider
-        return build_remote_provider(scn, clock, REPO_ROOT)
     raise UserInputError(f"unknown provider kind {spec.kind!r}", file=scn.source, key="provider.kind")
+
+
+@contextlib.contextmanager
+def provider_session(scn: Scenario, clock: Clock) -> Iterator[Provider]:
+    """The scenario's provider, for the length of one run: a recorded remote
+    session replays from its cassette, which must be played exactly."""
+    if isinstance(scn.provider, RemoteProviderSpec):
+        from .remote_scenarios import replay_provider
+        with replay_provider(scn, clock) as provider:
+            yield provider
+        return
+    provider = build_provider(scn, clock)
+    try:
+        yield provider
+    finally:
+        close = getattr(provider, "close", None)
+        if close is not None:
+            close()
 
 
 def _cancel_token(scn: Scenario, clock: Clock, trace: TraceWriter) -> CancelToken:
@@ -119,7 +135,8 @@ def loop_config(scn: Scenario) -> LoopConfig:
     l = scn.loop
     return LoopConfig(policy=scn.policy, research_max_output_tokens=l.research_max_output_tokens,
                       final_deadline_sec=l.final_deadline_sec, max_retries=l.max_retries,
-                      section_workers=l.section_workers,
+                      section_workers=l.section_workers, **({"system_prompt": l.system_prompt}
+                                                             if l.system_prompt else {}),
                       novelty=NoveltyConfig(normalization=l.normalization,
                                             containment_threshold=l.containment_threshold,
                                             min_new_shingles=l.min_new_shingles))
@@ -139,10 +156,10 @@ def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id:
             "clock": scn.clock}
     trace = TraceWriter(trace_path, clock, meta=meta)
     try:
-        model = provider or build_provider(scn, clock)
-        loop = ResearchLoop(model, build_tools(scn), settings, clock=clock, config=loop_config(scn), trace=trace,
-                            cancel=_cancel_token(scn, clock, trace), on_answer=on_answer)
-        run.result = loop.run(scn.question)
+        with contextlib.nullcontext(provider) if provider is not None else provider_session(scn, clock) as model:
+            loop = ResearchLoop(model, build_tools(scn), settings, clock=clock, config=loop_config(scn), trace=trace,
+                                cancel=_cancel_token(scn, clock, trace), on_answer=on_answer)
+            run.result = loop.run(scn.question)
         run.failures = check(scn.expect, run.result, trace.events)
     except UserInputError:
         raise

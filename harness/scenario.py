@@ -101,14 +101,19 @@ class LocalProviderSpec(_Strict):
 
 
 class RemoteProviderSpec(_Strict):
+    """A recorded session of a real OpenAI-compatible server. Tests replay
+    the cassette offline; `imprint record` records it anew."""
     kind: Literal["remote"]
     server: Literal["transformers", "llamacpp"]
-    cassette: str | None = Field(None, description="Recorded session to replay, relative to the repository root")
-    base_url: str | None = None
-    model: str | None = None
+    cassette: str | None = Field(None, description="The recording, relative to the repository root "
+                                                   "(default traces/cassettes/<server>/<file stem>.yaml)")
     stream: bool = True
     context_window: int = Field(4096, ge=64)
     bytes_per_token: float = Field(3.0, gt=0)
+    tool_choice: str | None = Field(None, description="auto, required, none, or the name of a tool to force")
+    temperature: float | None = Field(None, ge=0)
+    chunk_delay: NonNeg = Field(0.0, description="Simulated seconds per stream chunk on the virtual clock, "
+                                                  "so a deadline can fall inside a recorded stream")
 
 
 ProviderSpec = Annotated[Union[StubProviderSpec, LocalProviderSpec, RemoteProviderSpec], Field(discriminator="kind")]
@@ -201,6 +206,7 @@ class LoopSpec(_Strict):
     containment_threshold: float = Field(0.8, gt=0, le=1)
     min_new_shingles: int = Field(3, ge=1)
     final_deadline_sec: NonNeg = 120.0
+    system_prompt: str | None = Field(None, description="Replaces the default research system prompt")
 
 
 StopReasonName = Literal["answered", "time_budget", "token_budget", "no_progress", "context_full", "cancelled"]
