@@ -1,0 +1,695 @@
+"""Provider `local`: SmolLM2-135M-Instruct through transformers on the CPU.
+
+What it promises, and how:
+
+- **Exact counts.** `TokenizerCounter.prompt_units` renders the request with
+  the model folder's own chat template (generation prompt included) and
+  tokenizes it: those ids, no more and no fewer, are what `generate` feeds
+  the model. `Usage.output_units` is the ids it generated, so the ledger's
+  record of what a context has processed is the provider's own.
+- **Deadlines and cancellation.** A manual decode loop checks the request's
+  deadline (on the injected clock) and its cancel token before every token.
+  The prompt prefill is one forward pass and is not interrupted: the record's
+  "native prompt prefill is allowed to return". A UsageEvent precedes every
+  TextDelta, so a consumer that stops at any event (the loop does, once the
+  deadline has passed) knows exactly which ids were generated, and a cut
+  reply is charged for those.
+- **Prefix cache.** The KV cache of the last request on each `context_id` is
+  kept with the ids it covers (prompt + generated). A new request reuses the
+  longest common prefix of those ids and its own prompt, the same rule the
+  ledger's prefix-refund policy charges by, and prefills only the rest; the
+  final hidden state of every cached position is kept too, so a prompt that
+  ends inside the cached prefix (a retry) needs no re-prefill at all.
+  One detail: the last token of a reply that ended on its own (end of turn or
+  output limit) has no KV entry yet, as no forward pass followed it; the next
+  request's prefill feeds it together with the new prompt ids. It was
+  generated, reported and charged as output by the request that produced it,
+  so it is not counted again: `Usage.prompt_tokens` is always the prompt ids
+  past the reused prefix, `cached_tokens` the reused ones, and their sum the
+  whole prompt, exactly what the ledger estimated. Caches outlive a run:
+  call `forget()` when a new run (a new ledger) starts.
+- **Tool calls.** When tools are offered, decoding follows an llguidance
+  grammar: free text, or text followed by `<tool_call>` blocks; once the
+  model writes `<tool_call>`, the rest of the block must be
+  `{"name": <an offered tool>, "arguments": <an object valid for its
+  schema>}`. The model still chooses between answering and calling. A block
+  left unfinished (output limit) becomes a ToolCall with `invalid_arguments`,
+  which the executor turns into an error result.
+
+torch, transformers and llguidance are imported when a provider is built,
+never when `imprint_core` is imported.
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal, Sequence
+
+from ..counting import common_prefix_len
+from ..errors import ProviderError
+from ..types import (Clock, Done, Message, ModelRequest, ProviderEvent, TextDelta, ToolCall, ToolCallEvent,
+                     ToolSpec, Usage, UsageEvent)
+
+Dtype = Literal["bfloat16", "float32"]
+ToolChoice = Literal["auto", "required", "none"]
+
+# bfloat16 is the default: on the 2-core CI machines it prefills about twice
+# as fast as float32 (a shorter uninterruptible stretch before the first
+# token), decodes about as fast, and a whole research run takes the same time
+# (reports/bench/local.json, section "dtype").
+DEFAULT_DTYPE: Dtype = "bfloat16"
+ATTENTION = "imprint_sdpa"
+
+TOOL_OPEN = "<tool_call>"
+TOOL_CLOSE = "</tool_call>"
+_CALL_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+_NAME_IN = re.compile(r'"name"\s*:\s*"([^"\\]*)"')
+
+
+def _attention_implementation(torch: Any) -> str:
+    """SDPA, but a single query (decoding) in bfloat16 is computed in float32:
+    the CPU kernel is slow for one bf16 query over a long cache (measured per
+    step at a 1,500-token context: 178 ms, against 105 ms upcast and 95 ms in
+    float32). Prefill keeps bf16, where it is fast. The implementation's
+    masks are SDPA's: without a registered mask function transformers builds
+    none, and a prompt prefilled after a cached prefix would attend as if it
+    started at position 0. Plain "sdpa" where these interfaces are missing."""
+    try:
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:
+        return "sdpa"
+
+    def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+        if query.shape[2] == 1 and query.dtype == torch.bfloat16:
+            if attention_mask is not None and attention_mask.is_floating_point():
+                attention_mask = attention_mask.float()
+            out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(),
+                                                  attention_mask, **kwargs)
+            return out.to(query.dtype), weights
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register(ATTENTION, attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+    return ATTENTION
+
+
+# ---- rendering and counting ------------------------------------------------------------------
+def message_dict(m: Message) -> dict[str, Any]:
+    """A Message in the shape chat templates (and OpenAI) use."""
+    d: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        d["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name,
+                          # Text that did not parse is shown to the model as it wrote it.
+                          "arguments": c.invalid_arguments if c.invalid_arguments is not None else c.arguments}}
+            for c in m.tool_calls]
+    if m.tool_call_id is not None:
+        d["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        d["name"] = m.name
+    return d
+
+
+def tool_dict(spec: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": spec.to_dict()}
+
+
+class TokenizerCounter:
+    """Counts with the model's tokenizer and chat template: the units are the
+    token ids the model processes. Thread-safe (the tokenizer is Rust)."""
+
+    def __init__(self, tokenizer: Any, name: str = "hf-tokenizer"):
+        self.tokenizer = tokenizer
+        self._backend = tokenizer.backend_tokenizer
+        self.name = name
+
+    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], *,
+               add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(
+            [message_dict(m) for m in messages], tools=[tool_dict(t) for t in tools] or None,
+            add_generation_prompt=add_generation_prompt, tokenize=False)
+
+    def encode(self, text: str) -> list[int]:
+        return self._backend.encode(text, add_special_tokens=False).ids
+
+    def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[int, ...]:
+        return tuple(self.encode(self.render(messages, tools)))
+
+    def output_units(self, reply: Message) -> tuple[int, ...]:
+        """The reply's ids as they appear in the next prompt, up to and
+        including its end-of-turn token (the newline after it is the
+        template's). Used only when a reply's generated ids are unknown."""
+        probe = [Message("user", "?")]
+        head = self.render(probe, [], add_generation_prompt=True)
+        full = self.render(probe + [reply], [], add_generation_prompt=False)
+        if not full.startswith(head):  # cannot happen with our template; count the whole tail
+            head = head[:common_prefix_len(head, full)]  # type: ignore[arg-type]
+        tail = full[len(head):]
+        if tail.endswith("\n"):
+            tail = tail[:-1]
+        return tuple(self.encode(tail))
+
+    def to_tokens(self, units: int) -> int:
+        return units
+
+
+# ---- tool-call grammar ---------------------------------------------------------------------
+SAFE_INTEGER = 2 ** 53 - 1  # the interoperable JSON integer range
+NUMBER_BOUND = 1e15
+NUMBER_STEP = 1e-6
+
+
+def _strict(schema: Any) -> Any:
+    """Narrow a tool's schema for generation; whatever the narrowed schema
+    accepts, the tool's own schema accepts too. Objects without
+    `additionalProperties` get `false` (the model may write only the
+    properties the schema names). Numbers without bounds get some: integers
+    the interoperable range, other numbers +-1e15 and at most six decimals;
+    unbounded, the model was seen writing digits ("10.2222222...") until its
+    output allowance ran out."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if ("properties" in out or out.get("type") == "object") and "additionalProperties" not in out \
+                and "patternProperties" not in out:
+            out["additionalProperties"] = False
+        if out.get("type") in ("integer", "number"):
+            bound = SAFE_INTEGER if out["type"] == "integer" else NUMBER_BOUND
+            if "maximum" not in out and "exclusiveMaximum" not in out:
+                out["maximum"] = bound
+            if "minimum" not in out and "exclusiveMinimum" not in out:
+                out["minimum"] = -bound
+            if out["type"] == "number" and "multipleOf" not in out:
+                out["multipleOf"] = NUMBER_STEP
+        return out
+    if isinstance(schema, list):
+        return [_strict(v) for v in schema]
+    return schema
+
+
+def tool_call_grammar(tools: Sequence[ToolSpec], *, choice: ToolChoice = "auto", max_calls: int = 1) -> str:
+    """A llguidance Lark grammar for one reply.
+
+    auto: plain text that never contains `<tool_call>`, or text followed by
+    1..max_calls call blocks; required: call blocks only. Each block is
+    `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, spaced
+    exactly as the chat template renders calls, so a generated call reappears
+    token for token in the next prompt."""
+    variants = [{"type": "object",
+                 "properties": {"name": {"const": t.name}, "arguments": _strict(copy.deepcopy(t.parameters))},
+                 "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    schema = {"x-guidance": {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False,
+                             "lenient": True},
+              "anyOf": variants}
+    more = f' ("\\n{TOOL_OPEN}" body){{0,{max_calls - 1}}}' if max_calls > 1 else ""
+    start = f'"{TOOL_OPEN}" body{more}' if choice == "required" else f"PLAIN | head body{more}"
+    lines = ["%llguidance {}",
+             f"start: {start}",
+             f'body: "\\n" call "\\n{TOOL_CLOSE}"',
+             f"call: %json {json.dumps(schema)}"]
+    if choice != "required":
+        # PLAIN never contains the trigger, so a call cannot escape the
+        # grammar by passing for text; `head` ends at the first trigger.
+        lines += [f'head[lazy]: TEXT "{TOOL_OPEN}"',
+                  r"TEXT: /(.|\n)*/",
+                  rf"PLAIN: /(?s:.*)/ & ~/(?s:.*){re.escape(TOOL_OPEN)}(?s:.*)/"]
+    return "\n".join(lines)
+
+
+def parse_tool_calls(raw: str, new_id: Callable[[], str]) -> list[ToolCall]:
+    """The calls in a reply's raw text. Never raises: a block that is not a
+    complete, well-formed call becomes a ToolCall with `invalid_arguments`."""
+    start = raw.find(TOOL_OPEN)
+    if start < 0:
+        return []
+    calls: list[ToolCall] = []
+    rest = raw[start:]
+    pos = 0
+    for match in _CALL_BLOCK.finditer(rest):
+        if rest[pos:match.start()].strip():
+            break
+        calls.append(_one_call(match.group(1), new_id(), complete=True))
+        pos = match.end()
+    tail = rest[pos:].strip()
+    if tail:  # an unfinished block (output limit, or stopped): report it, never drop it
+        body = tail[len(TOOL_OPEN):].strip() if tail.startswith(TOOL_OPEN) else tail
+        # Cut inside the closing tag only: the call itself is complete.
+        for k in range(len(TOOL_CLOSE), 0, -1):
+            if body.endswith(TOOL_CLOSE[:k]):
+                body = body[:-k].rstrip("\n")
+                break
+        calls.append(_one_call(body, new_id(), complete=_is_json(body)))
+    return calls
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _one_call(body: str, call_id: str, *, complete: bool) -> ToolCall:
+    try:
+        obj = json.loads(body) if complete else None
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("name"), str) and isinstance(obj.get("arguments"), dict) \
+            and set(obj) <= {"name", "arguments"}:
+        return ToolCall(call_id, obj["name"], obj["arguments"])
+    name = obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else None
+    if name is None:
+        found = _NAME_IN.search(body)
+        name = found.group(1) if found else ""
+    why = "" if complete else " (the call was cut off before it was complete)"
+    return ToolCall(call_id, name, {}, invalid_arguments=body + why)
+
+
+# ---- the reply's visible text --------------------------------------------------------------
+class _ReplyText:
+    """Incremental detokenization. With tools offered, text that may be the
+    start of a call (`<tool_call>`, or the newline before it) is held back
+    until it is known not to be; call markup never reaches the reply text."""
+
+    def __init__(self, tokenizer: Any, stop_ids: set[int], watch_calls: bool):
+        self._tok, self._stop, self._watch = tokenizer, stop_ids, watch_calls
+        self.ids: list[int] = []
+        self.raw = ""
+        self._prefix, self._read = 0, 0
+        self._emitted = 0
+        self.in_call = False
+
+    def push(self, token: int) -> str:
+        if token in self._stop:
+            return ""
+        self.ids.append(token)
+        before = self._tok.decode(self.ids[self._prefix:self._read])
+        after = self._tok.decode(self.ids[self._prefix:])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.raw += after[len(before):]
+            self._prefix, self._read = self._read, len(self.ids)
+        return self._release(final=False)
+
+    def finish(self) -> str:
+        tail = self._tok.decode(self.ids[self._prefix:])
+        done = self._tok.decode(self.ids[self._prefix:self._read])
+        if len(tail) > len(done):
+            self.raw += tail[len(done):]
+            self._prefix = self._read = len(self.ids)
+        return self._release(final=True)
+
+    @property
+    def content(self) -> str:
+        if not self._watch:
+            return self.raw
+        i = self.raw.find(TOOL_OPEN)
+        if i < 0:
+            return self.raw
+        text = self.raw[:i]
+        return text[:-1] if text.endswith("\n") else text
+
+    def _release(self, final: bool) -> str:
+        if self._watch:
+            i = self.raw.find(TOOL_OPEN)
+            if i >= 0:
+                self.in_call = True
+                safe = len(self.content)
+            elif final:
+                safe = len(self.raw)
+            else:
+                hold = 0
+                for trigger in ("\n" + TOOL_OPEN, TOOL_OPEN):
+                    for k in range(min(len(trigger), len(self.raw)), 0, -1):
+                        if self.raw.endswith(trigger[:k]):
+                            hold = max(hold, k)
+                            break
+                safe = len(self.raw) - hold
+        else:
+            safe = len(self.raw)
+        if safe <= self._emitted:
+            return ""
+        out = self.raw[self._emitted:safe]
+        self._emitted = safe
+        return out
+
+
+# ---- the per-context prefix cache ------------------------------------------------------------
+class _HiddenLog:
+    """Final hidden states of cached positions, in chunks (appending one row
+    per decoded token must not copy the whole log)."""
+
+    def __init__(self):
+        self.chunks: list[Any] = []
+        self.length = 0
+
+    def append(self, rows: Any) -> None:
+        self.chunks.append(rows)
+        self.length += rows.shape[0]
+
+    def truncate(self, n: int) -> None:
+        while self.chunks and self.length - self.chunks[-1].shape[0] >= n:
+            self.length -= self.chunks.pop().shape[0]
+        if self.length > n:
+            keep = self.chunks[-1].shape[0] - (self.length - n)
+            self.chunks[-1] = self.chunks[-1][:keep]
+            self.length = n
+
+    def row(self, i: int) -> Any:
+        for chunk in self.chunks:
+            if i < chunk.shape[0]:
+                return chunk[i:i + 1]
+            i -= chunk.shape[0]
+        raise IndexError("hidden-state row out of range")
+
+
+@dataclass
+class _Context:
+    cache: Any = None                  # a transformers DynamicCache
+    ids: list[int] = field(default_factory=list)   # prompt + generated ids of the last request
+    kv_len: int = 0                    # how many of `ids` have KV entries (len(ids) or len(ids) - 1)
+    hidden: _HiddenLog = field(default_factory=_HiddenLog)
+
+
+@dataclass
+class LocalRequestStats:
+    """What one request did, measured (for tests, traces and benchmarks)."""
+    context_id: str
+    prompt_ids: int
+    reused: int                 # prompt ids covered by the context's cache
+    prefilled: int              # prompt ids past the reused prefix (= Usage.prompt_tokens)
+    fed: int                    # ids the prefill pass processed (prefilled, plus a deferred reply token)
+    generated: int = 0
+    stop: str = ""              # eos | max_tokens | deadline | cancelled | grammar | closed (consumer stopped)
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    first_token_at: float | None = None  # clock time the first token was chosen
+    stopped_at: float | None = None
+    deadline: float | None = None
+    tool_calls: int = 0
+    invalid_tool_calls: int = 0
+
+
+# ---- the provider ------------------------------------------------------------------------------
+class LocalProvider:
+    """SmolLM2-135M-Instruct (or any llama-family folder built the same way).
+
+    `model_path`: the converted model folder (default: the one
+    `imprint model build` makes). `dtype`: bfloat16 (default) or float32.
+    `tool_choice`: auto (the model decides), required (every reply with tools
+    offered is a call), none (tools are shown but never called).
+    `max_tool_calls`: calls per reply (default 1: allowed more, this model
+    followed a call with a newline, which can only open another call, and
+    left that one unfinished).
+    `temperature` 0 decodes greedily (deterministic); above 0 samples with a
+    generator seeded by `seed`. `max_cached_contexts`: how many contexts keep
+    their KV cache (least recently used go first; a context whose cache was
+    dropped is prefilled whole, and its Usage says so). Loading the model is
+    setup: build the provider before the research time budget starts."""
+
+    name = "local"
+
+    def __init__(self, model_path: str | Path | None = None, *, clock: Clock, dtype: Dtype = DEFAULT_DTYPE,
+                 context_window: int | None = None, tool_choice: ToolChoice = "auto", max_tool_calls: int = 1,
+                 temperature: float = 0.0, seed: int = 0, max_cached_contexts: int = 8,
+                 threads: int | None = None):
+        from harness.models import ensure_model_dir  # raises ModelNotBuilt with the build command
+        if dtype not in ("bfloat16", "float32"):
+            raise ValueError(f"dtype must be 'bfloat16' or 'float32', got {dtype!r}")
+        if tool_choice not in ("auto", "required", "none"):
+            raise ValueError(f"tool_choice must be auto, required or none, got {tool_choice!r}")
+        started = time.perf_counter()
+        self.model_path = ensure_model_dir(model_path)
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        if "torch" not in sys.modules:
+            # Busy-waiting OpenMP workers made each decode step 10-20x slower
+            # whenever another process wanted a core (2.3 s against 0.1 s per
+            # token, measured on two shared cores). Only takes effect before
+            # torch is first imported; an explicit setting wins.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+        if threads:
+            torch.set_num_threads(threads)
+        self._torch, self._DynamicCache = torch, DynamicCache
+        self.clock = clock
+        self.dtype = dtype
+        self.tool_choice: ToolChoice = tool_choice
+        self.max_tool_calls = max_tool_calls
+        self.temperature = float(temperature)
+        self._generator = torch.Generator().manual_seed(seed)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                self.model_path, dtype=getattr(torch, dtype), local_files_only=True,
+                attn_implementation=_attention_implementation(torch) if dtype == "bfloat16" else "sdpa")
+        except (OSError, ValueError) as exc:
+            from harness.models import BUILD_COMMAND, ModelNotBuilt
+            raise ModelNotBuilt(f"the local model folder {self.model_path} could not be loaded ({exc}); "
+                                f"rebuild it with: {BUILD_COMMAND} --force") from exc
+        self.model.eval()
+        self.config = self.model.config
+        window = int(getattr(self.config, "max_position_embeddings", 8192))
+        self.context_window = min(window, int(context_window)) if context_window else window
+        self.counter = TokenizerCounter(self.tokenizer, name=f"hf-tokenizer/{self.model_path.name}")
+        # End of turn (<|im_end|>), and end of text should the model write it.
+        self.stop_ids = {int(i) for i in _as_list(self.config.eos_token_id)}
+        vocab = self.tokenizer.get_vocab()
+        if "<|endoftext|>" in vocab:
+            self.stop_ids.add(int(vocab["<|endoftext|>"]))
+        self._cache_kw = "cache" if "cache" in inspect.signature(self.model.model.forward).parameters \
+            else "past_key_values"
+        self._model_lock = threading.Lock()
+        self._contexts: OrderedDict[str, _Context] = OrderedDict()
+        self._contexts_lock = threading.Lock()
+        self.max_cached_contexts = max_cached_contexts
+        self._lltok: Any = None
+        self._grammars: dict[str, str] = {}
+        self._call_ids = itertools.count(1)
+        self.stats: list[LocalRequestStats] = []
+        self.load_seconds = time.perf_counter() - started
+
+    # -- cache management ---------------------------------------------------------------------
+    def forget(self, context_id: str | None = None) -> None:
+        """Drop one context's cache (all, with None).
+
+        Call it when a new run starts with a new ledger: the ledger knows
+        nothing of an earlier run, so a cache kept from one would make the
+        provider prefill less than the new ledger charges."""
+        with self._contexts_lock:
+            if context_id is None:
+                self._contexts.clear()
+            else:
+                self._contexts.pop(context_id, None)
+
+    def cached_ids(self, context_id: str) -> tuple[int, ...]:
+        with self._contexts_lock:
+            ctx = self._contexts.get(context_id)
+            return tuple(ctx.ids) if ctx else ()
+
+    def _take(self, context_id: str) -> _Context:
+        with self._contexts_lock:
+            return self._contexts.pop(context_id, None) or _Context()
+
+    def _put(self, context_id: str, ctx: _Context) -> None:
+        with self._contexts_lock:
+            self._contexts[context_id] = ctx
+            self._contexts.move_to_end(context_id)
+            while len(self._contexts) > max(self.max_cached_contexts, 1):
+                self._contexts.popitem(last=False)
+
+    # -- model calls ----------------------------------------------------------------------------
+    def _forward(self, cache: Any, ids: Sequence[int]) -> Any:
+        torch = self._torch
+        with self._model_lock, torch.inference_mode():
+            out = self.model.model(input_ids=torch.tensor([list(ids)], dtype=torch.long),
+                                   use_cache=True, **{self._cache_kw: cache})
+        return out.last_hidden_state[0]
+
+    def _logits(self, hidden_row: Any) -> Any:
+        with self._torch.inference_mode():
+            return self.model.lm_head(hidden_row)[-1].float()
+
+    def _prefill(self, ctx: _Context, prompt: list[int]) -> tuple[Any, int, int]:
+        """Bring ctx's KV cache to cover `prompt`; return the next-token
+        logits, the reused prefix length and the number of ids fed."""
+        reuse = common_prefix_len(ctx.ids, prompt) if ctx.cache is not None else 0
+        if reuse == 0:
+            ctx.cache, ctx.hidden, ctx.kv_len = self._DynamicCache(config=self.config), _HiddenLog(), 0
+        if reuse <= ctx.kv_len:
+            if ctx.kv_len > reuse:
+                ctx.cache.crop(-(ctx.kv_len - reuse))
+                ctx.hidden.truncate(reuse)
+                ctx.kv_len = reuse
+            feed = prompt[reuse:]
+        else:
+            # The context's last generated token has no KV entry yet; it is
+            # part of the reused prefix and is fed first.
+            feed = prompt[ctx.kv_len:]
+        ctx.ids = list(prompt)
+        if feed:
+            hidden = self._forward(ctx.cache, feed)
+            ctx.hidden.append(hidden)
+            ctx.kv_len = len(prompt)
+            logits = self._logits(hidden[-1:])
+        else:  # the prompt ends inside the cache: its last position's state is kept
+            logits = self._logits(ctx.hidden.row(reuse - 1))
+        return logits, reuse, len(feed)
+
+    def _matcher(self, tools: Sequence[ToolSpec]) -> Any:
+        import llguidance
+        if self._lltok is None:
+            self._lltok = llguidance.LLTokenizer(self.counter._backend.to_str(),
+                                                 eos_token=self.tokenizer.eos_token_id)
+        key = json.dumps([[[t.name, t.parameters] for t in tools], self.tool_choice, self.max_tool_calls],
+                         sort_keys=True)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            grammar = llguidance.grammar_from("lark", tool_call_grammar(tools, choice=self.tool_choice,
+                                                                         max_calls=self.max_tool_calls))
+            self._grammars[key] = grammar
+        matcher = llguidance.LLMatcher(self._lltok, grammar, log_level=0)
+        if matcher.is_error():
+            raise ProviderError("grammar", f"the tool-call grammar could not be built: {matcher.get_error()}",
+                                processed=False)
+        return matcher
+
+    def _choose(self, logits: Any, matcher: Any, bitmask: Any) -> int | None:
+        torch = self._torch
+        if matcher is not None:
+            import numpy as np
+            import llguidance.numpy as llnp
+            llnp.fill_next_token_bitmask(matcher, bitmask)
+            allowed = np.unpackbits(bitmask.view(np.uint8), bitorder="little")[:logits.shape[-1]]
+            if not allowed.any():
+                return None
+            logits = logits.masked_fill(torch.from_numpy(allowed == 0), float("-inf"))
+        if self.temperature <= 0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits / self.temperature, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self._generator))
+
+    # -- the Provider protocol --------------------------------------------------------------------
+    def generate(self, request: ModelRequest) -> Iterator[ProviderEvent]:
+        prompt = list(self.counter.prompt_units(request.messages, request.tools))
+        if len(prompt) >= self.context_window:
+            raise ProviderError("context_overflow", f"prompt of {len(prompt)} tokens does not fit the context "
+                                f"window of {self.context_window}", processed=False)
+        limit = max(0, min(request.max_output_tokens, self.context_window - len(prompt)))
+        if request.cancel.cancelled:
+            raise ProviderError("cancelled", "cancelled before the prompt was processed", processed=False)
+        if self.clock.now() >= request.deadline:
+            raise ProviderError("deadline", "the deadline passed before the prompt was processed", processed=False)
+        use_tools = bool(request.tools) and self.tool_choice != "none"
+        matcher = self._matcher(request.tools) if use_tools else None
+        bitmask = None
+        if matcher is not None:
+            import numpy as np
+            bitmask = np.full((1, (self._lltok.vocab_size + 31) // 32), -1, dtype=np.int32)
+        return self._generate(request, prompt, limit, matcher, bitmask)
+
+    def _generate(self, request: ModelRequest, prompt: list[int], limit: int, matcher: Any,
+                  bitmask: Any) -> Iterator[ProviderEvent]:
+        clock = self.clock
+        ctx = self._take(request.context_id)
+        text = _ReplyText(self.tokenizer, self.stop_ids, watch_calls=matcher is not None)
+        generated: list[int] = []
+        stats = LocalRequestStats(request.context_id, len(prompt), 0, 0, 0, deadline=request.deadline)
+        keep = False
+        try:
+            t0 = time.perf_counter()
+            try:
+                logits, reused, fed = self._prefill(ctx, prompt)
+            except Exception as exc:  # a failed forward pass leaves the cache unusable
+                raise ProviderError("local_error", f"prefill failed: {type(exc).__name__}: {exc}") from exc
+            keep = True
+            stats.reused, stats.prefilled, stats.fed = reused, len(prompt) - reused, fed
+            stats.prefill_seconds = time.perf_counter() - t0
+            self.stats.append(stats)
+            t1 = time.perf_counter()
+
+            def usage() -> Usage:
+                return Usage(prompt_tokens=len(prompt) - reused, cached_tokens=reused,
+                             output_tokens=len(generated), output_units=tuple(generated))
+
+            def halt() -> str | None:
+                if request.cancel.cancelled:
+                    return "cancelled"
+                if clock.now() >= request.deadline:
+                    return "deadline"
+                if len(generated) >= limit:
+                    return "max_tokens"
+                return None
+
+            stats.stop = "closed"
+            while (stop := halt()) is None:
+                token = self._choose(logits, matcher, bitmask)
+                if token is None:
+                    stop = "grammar"
+                    break
+                if stats.first_token_at is None:
+                    stats.first_token_at = clock.now()
+                generated.append(token)
+                ctx.ids = prompt + generated  # what the KV cache (plus one pending token) covers
+                if matcher is not None and not matcher.consume_token(token):
+                    stop = "grammar"
+                    break
+                delta = text.push(token)
+                # Usage first: a consumer that stops at the next event still
+                # knows every id generated so far.
+                yield UsageEvent(usage())
+                if delta:
+                    yield TextDelta(delta)
+                if token in self.stop_ids:
+                    stop = "eos"
+                    break
+                if (stop := halt()) is not None:
+                    break
+                try:
+                    hidden = self._forward(ctx.cache, [token])
+                except Exception as exc:
+                    keep = False
+                    raise ProviderError("local_error", f"decoding failed: {type(exc).__name__}: {exc}") from exc
+                ctx.hidden.append(hidden)
+                ctx.kv_len = len(ctx.ids)
+                logits = self._logits(hidden)
+            stats.stop = stop
+            stats.decode_seconds = time.perf_counter() - t1
+            stats.stopped_at = clock.now()
+            stats.generated = len(generated)
+            rest = text.finish()
+            if rest:
+                yield UsageEvent(usage())  # complete before anything else, as above
+                yield TextDelta(rest)
+            if matcher is not None and text.in_call:
+                calls = parse_tool_calls(text.raw, lambda: f"call_{next(self._call_ids)}")
+                stats.tool_calls = len(calls)
+                stats.invalid_tool_calls = sum(c.invalid_arguments is not None for c in calls)
+                for c in calls:
+                    yield ToolCallEvent(c)
+            yield UsageEvent(usage())
+            yield Done()
+        finally:
+            stats.generated = len(generated)
+            if stats.stopped_at is None:
+                stats.stopped_at = clock.now()
+            if keep:
+                self._put(request.context_id, ctx)
+
+
+def _as_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
