@@ -5,7 +5,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup model run test bench schema clean
+.PHONY: setup model run test bench schema clean local-traces
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,14 +21,29 @@ setup: $(STAMP)
 model: setup
 	$(BIN)/imprint model build
 
-run: setup
-	$(BIN)/imprint run scenarios
+# The main job: the whole scenario library (stub, local model, recorded
+# servers), then reports/latest/ from the traces, then the release gate.
+run: setup model
+	@$(BIN)/imprint run scenarios; status=$$?; \
+	$(BIN)/imprint report --out reports/latest || exit 2; \
+	$(BIN)/imprint check; gate=$$?; \
+	if [ $$status -ne 0 ]; then exit $$status; fi; exit $$gate
 
-test: setup
+test: setup model setup-browser
 	$(BIN)/python -m pytest -q
 
-bench: setup
+# Speed is measured here, never in timed tests; results go to reports/bench/.
+bench: setup model
 	$(BIN)/python benchmarks/bench_novelty.py
+	$(BIN)/python benchmarks/bench_loop.py
+	$(BIN)/python benchmarks/bench_local.py
+	$(BIN)/python benchmarks/summary.py
+
+# Re-record the local model's traces under traces/local/ (committed).
+local-traces: setup model
+	rm -rf traces/runs/local-traces
+	-$(BIN)/imprint run scenarios/7*-local-*.yaml --traces traces/runs/local-traces
+	cp traces/runs/local-traces/*/7*-local-*.jsonl traces/local/
 
 schema: setup
 	$(BIN)/imprint schema

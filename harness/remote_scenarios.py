@@ -42,7 +42,8 @@ def make_provider(scn: Scenario, clock: Clock, target: recording.Target) -> Remo
     return RemoteProvider(target.base_url, target.model, clock=clock, stream=spec.stream,
                           transport=recording.transport(), context_window=spec.context_window,
                           counter=ByteEstimateCounter(spec.bytes_per_token), name=f"remote:{spec.server}",
-                          temperature=spec.temperature, tool_choice=_tool_choice(spec.tool_choice), on_chunk=on_chunk)
+                          temperature=spec.temperature, tool_choice=_tool_choice(spec.tool_choice), on_chunk=on_chunk,
+                          extra_body=spec.extra_body or None)
 
 
 def _tool_choice(value: str | None):

@@ -91,7 +91,7 @@ def build_provider(scn: Scenario, clock: Clock) -> Provider:
         from imprint_core.providers.local import LocalProvider
         from .models import ensure_model_dir
         return LocalProvider(ensure_model_dir(), clock=clock, dtype=spec.dtype, context_window=spec.context_window,
-                             seed=spec.seed)
+                             tool_choice=spec.tool_choice, temperature=spec.temperature, seed=spec.seed)
     raise UserInputError(f"unknown provider kind {spec.kind!r}", file=scn.source, key="provider.kind")
 
 

@@ -94,9 +94,13 @@ class StubProviderSpec(_Strict):
 
 
 class LocalProviderSpec(_Strict):
+    """SmolLM2-135M-Instruct through transformers (`imprint model build`)."""
     kind: Literal["local"]
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     context_window: int | None = Field(None, ge=64)
+    tool_choice: Literal["auto", "required", "none"] = Field(
+        "auto", description="required: every reply with tools offered is a (grammar-constrained) call")
+    temperature: float = Field(0.0, ge=0, description="0 decodes greedily (deterministic)")
     seed: int = 0
 
 
@@ -114,6 +118,8 @@ class RemoteProviderSpec(_Strict):
     temperature: float | None = Field(None, ge=0)
     chunk_delay: NonNeg = Field(0.0, description="Simulated seconds per stream chunk on the virtual clock, "
                                                   "so a deadline can fall inside a recorded stream")
+    extra_body: dict[str, Any] = Field({}, description="Extra request fields for the server, e.g. transformers "
+                                                       "serve's generation_config")
 
 
 ProviderSpec = Annotated[Union[StubProviderSpec, LocalProviderSpec, RemoteProviderSpec], Field(discriminator="kind")]
