@@ -187,7 +187,7 @@ def bench_prefix(p: LocalProvider, repeat: int) -> dict:
         _, _, _, st_a = run(p, first, max_output=8, context="px")
         _, _, u, st = run(p, second, max_output=1, context="px")
         with_cache.append(st.prefill_seconds)
-        reused, prefilled = u.cached_tokens, u.prompt_tokens
+        reused, prefilled = u.cached_tokens, u.prompt_tokens - u.cached_tokens
         _, _, _, st_fresh = run(p, second, max_output=1, context="fresh")
         without.append(st_fresh.prefill_seconds)
         p.forget("fresh")

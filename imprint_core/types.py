@@ -102,7 +102,9 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class Usage:
-    """Provider-measured usage; None means "not reported", never zero."""
+    """Provider-measured usage; None means "not reported", never zero.
+    As in OpenAI's API, `prompt_tokens` counts the whole prompt and
+    `cached_tokens` the part of it served from a prefix cache."""
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     output_tokens: int | None = None

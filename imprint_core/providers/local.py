@@ -443,6 +443,8 @@ class LocalProvider:
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()  # a weights bar per scenario buries the run's own output
         if threads:
             torch.set_num_threads(threads)
         self._torch, self._DynamicCache = torch, DynamicCache
@@ -623,7 +625,9 @@ class LocalProvider:
             t1 = time.perf_counter()
 
             def usage() -> Usage:
-                return Usage(prompt_tokens=len(prompt) - reused, cached_tokens=reused,
+                # OpenAI's meaning: prompt_tokens counts the whole prompt, cached_tokens
+                # the part of it served from the cache (so prefilled = the difference).
+                return Usage(prompt_tokens=len(prompt), cached_tokens=reused,
                              output_tokens=len(generated), output_units=tuple(generated))
 
             def halt() -> str | None:
