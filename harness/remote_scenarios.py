@@ -55,7 +55,14 @@ def _tool_choice(value: str | None):
 @contextlib.contextmanager
 def replay_provider(scn: Scenario, clock: Clock) -> Iterator[RemoteProvider]:
     path = cassette_path(scn)
-    target = recording.cassette_target(path, scn.provider.server)  # type: ignore[union-attr]
+    key = "provider.cassette"
+    if not path.is_file():
+        raise UserInputError(f"cassette {path} does not exist; record it with `imprint record {scn.source} "
+                             f"--server {scn.provider.server}`", file=scn.source, key=key)  # type: ignore[union-attr]
+    try:
+        target = recording.cassette_target(path, scn.provider.server)  # type: ignore[union-attr]
+    except recording.CassetteError as exc:  # not YAML, no interactions, not a chat completion
+        raise UserInputError(f"unusable cassette: {exc}", file=scn.source, key=key) from None
     provider = make_provider(scn, clock, target)
     try:
         with recording.cassette(path, mode="none"):
