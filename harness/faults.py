@@ -262,14 +262,22 @@ def run_matrix(providers: tuple[str, ...] = ("stub", "remote", "local")) -> list
     cells = [run_cell(p, f) for p in providers for f in FAULTS]
     # Cancellation at every event boundary of a normal stub and remote run.
     for p in [p for p in providers if p in ("stub", "remote")]:
-        n = sum(1 for _ in range(1))  # noqa: F841
-        probe = io.StringIO()
-        total = _event_count(p)
-        cells += [run_cell(p, "none", cancel_after=k) for k in range(1, total + 1)]
+        total, stop_at = _event_count(p)
+        for k in range(1, total + 1):
+            cell = run_cell(p, "none", cancel_after=k)
+            # Before the stop decision a cancellation must win; after it the
+            # run has already ended its research and keeps its outcome.
+            expected = "cancelled" if k < stop_at else "answered"
+            if cell.stop_reason != expected:
+                cell.problems.append(f"cancelled after event {k} (answer settled at event {stop_at}): "
+                                     f"expected stop reason {expected}, got {cell.stop_reason}")
+            cells.append(cell)
     return cells
 
 
-def _event_count(provider_kind: str) -> int:
+def _event_count(provider_kind: str) -> tuple[int, int]:
+    """Events after the header in a normal run, and the number of the event
+    that settles the answering request."""
     clock = VirtualClock()
     buf = io.StringIO()
     trace = TraceWriter(buf, clock)
@@ -277,7 +285,11 @@ def _event_count(provider_kind: str) -> int:
                         ResearchSettings(research_no_progress_rounds=2, max_tokens=32), clock=clock,
                         config=LoopConfig(research_max_output_tokens=32), trace=trace)
     loop.run("What do the sources say?")
-    return len(trace.events)
+    events = trace.events[1:]
+    # The answer is decided once its request has settled: a cancellation
+    # after that finds a complete answer, which completes immediately.
+    return len(events), max(i for i, e in enumerate(events, start=1)
+                            if e["type"] == "request_settled" and e["role"] == "coordinator")
 
 
 def write_report(cells: list[Cell], path: Path) -> None:

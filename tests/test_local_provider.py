@@ -197,15 +197,15 @@ def test_exact_counts_and_prefix_charges_over_a_research_run(provider):
     records = result.records + result.final_records
     assert len(records) == len(stats) >= 4
     for rec, st in zip(records, stats):
-        assert rec.estimated_prompt == rec.measured_prompt + rec.measured_cached == st.prompt_ids
+        assert rec.estimated_prompt == rec.measured_prompt == st.prompt_ids
         assert rec.measured_output == rec.output_tokens == st.generated
         if rec.role != "final":
-            assert rec.charged_prompt == rec.measured_prompt == st.prefilled, rec
+            assert rec.charged_prompt == rec.measured_prompt - rec.measured_cached == st.prefilled, rec
             assert rec.prefix_reused == rec.measured_cached
             assert rec.charged == rec.charged_prompt + rec.charged_output
         assert st.fed in (st.prefilled, st.prefilled + 1)  # + the previous reply's last token
     later = result.records[1:]
-    assert all(r.measured_cached > 0 and r.measured_prompt < r.estimated_prompt / 2 for r in later)
+    assert all(r.measured_cached > 0 and r.measured_prompt - r.measured_cached < r.estimated_prompt / 2 for r in later)
     offered = [SEARCH, FETCH]
     calls = [c for m in result.messages if m.role == "assistant" for c in m.tool_calls]
     assert len(calls) == result.rounds
@@ -260,7 +260,7 @@ def _reuse_then_fresh(provider: LocalProvider):
     cached = collect(provider.generate(request(follow, max_output=12, context="c")))
     reuse = common_prefix_len(had, ids)
     assert reuse > len(had) - 3  # the reply's own ids reappear in the next prompt
-    assert (cached[2][-1].cached_tokens, cached[2][-1].prompt_tokens) == (reuse, len(ids) - reuse)
+    assert (cached[2][-1].cached_tokens, cached[2][-1].prompt_tokens) == (reuse, len(ids))
     fresh = collect(provider.generate(request(follow, max_output=12, context="fresh")))
     assert fresh[2][-1].cached_tokens == 0 and fresh[2][-1].prompt_tokens == len(ids)
     return follow, ids, cached, fresh
@@ -271,7 +271,7 @@ def test_prefix_cache_reuses_the_shared_prefix(provider):
     # A retry of the same request prefills nothing: the prompt ends inside the
     # cache, whose last prompt position's state was kept; same tokens again.
     again = collect(provider.generate(request(follow, max_output=12, context="c")))
-    assert (again[2][-1].prompt_tokens, again[2][-1].cached_tokens) == (0, len(ids))
+    assert (again[2][-1].prompt_tokens, again[2][-1].cached_tokens) == (len(ids), len(ids))
     assert provider.stats[-1].fed == 0 and again[2][-1].output_units == cached[2][-1].output_units
 
 
