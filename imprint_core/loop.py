@@ -115,7 +115,6 @@ class ResearchLoop:
         self.tools = tools
         self.tool_specs = [t.spec for t in tools]
         self._judged: dict[str, tuple] = {}
-        self._round_calls: dict[str, ToolCall] = {}
         self._fanouts: dict[int, int] = {}
         self.evidence: list[Evidence] = []
         self.writes: list[ToolResult] = []
@@ -153,7 +152,6 @@ class ResearchLoop:
                 stop, answer = StopReason.ANSWERED, reply.text
                 break
             messages.append(Message("assistant", reply.text, tool_calls=tuple(reply.calls)))
-            self._round_calls = {c.id: c for c in reply.calls}
             results = executor.run_batch(reply.calls, self.round)
             messages.extend(Message("tool", r.text, tool_call_id=r.call_id, name=r.name) for r in results)
             stop, detail = self._close_round(results)
