@@ -57,6 +57,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 
 from ..counting import common_prefix_len
 from ..errors import ProviderError
+from .openai_format import openai_message, openai_tool
 from ..types import (Clock, Done, Message, ModelRequest, ProviderEvent, TextDelta, ToolCall, ToolCallEvent,
                      ToolSpec, Usage, UsageEvent)
 
@@ -109,24 +110,11 @@ def _attention_implementation(torch: Any) -> str:
 
 # ---- rendering and counting ------------------------------------------------------------------
 def message_dict(m: Message) -> dict[str, Any]:
-    """A Message in the shape chat templates (and OpenAI) use."""
-    d: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        d["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.name,
-                          # Text that did not parse is shown to the model as it wrote it.
-                          "arguments": c.invalid_arguments if c.invalid_arguments is not None else c.arguments}}
-            for c in m.tool_calls]
-    if m.tool_call_id is not None:
-        d["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        d["name"] = m.name
-    return d
+    """A Message in the shape the chat template takes (arguments as a dict)."""
+    return openai_message(m, json_arguments=False)
 
 
-def tool_dict(spec: ToolSpec) -> dict[str, Any]:
-    return {"type": "function", "function": spec.to_dict()}
+tool_dict = openai_tool
 
 
 class TokenizerCounter:

@@ -63,6 +63,7 @@ import httpx
 
 from ..counting import ByteEstimateCounter
 from ..errors import ProviderError, UserInputError
+from .openai_format import openai_message, openai_tool
 from ..types import (Clock, Done, Message, ModelRequest, ProviderEvent, TextDelta, TokenCounter, ToolCall,
                      ToolCallEvent, ToolSpec, Usage, UsageEvent)
 
@@ -74,25 +75,10 @@ _EXCERPT = 300  # characters of a server's error body quoted in a message
 
 def message_to_openai(m: Message) -> dict[str, Any]:
     """One message in the chat-completions wire format."""
-    d: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.role == "assistant" and m.tool_calls:
-        d["tool_calls"] = [{
-            "id": c.id, "type": "function",
-            "function": {"name": c.name,
-                         "arguments": c.invalid_arguments if c.invalid_arguments is not None
-                         else json.dumps(c.arguments, ensure_ascii=False)}}
-            for c in m.tool_calls]
-    if m.role == "tool":
-        if m.tool_call_id is not None:
-            d["tool_call_id"] = m.tool_call_id
-        if m.name is not None:
-            d["name"] = m.name
-    return d
+    return openai_message(m, json_arguments=True)
 
 
-def tool_to_openai(t: ToolSpec) -> dict[str, Any]:
-    return {"type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+tool_to_openai = openai_tool
 
 
 def parse_usage(raw: Any) -> Usage | None:
