@@ -51,6 +51,15 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokeniz
 # each call), so a reply generated after the generation prompt reappears
 # verbatim in the next prompt. Arguments given as a string (OpenAI's wire
 # format, or text that did not parse) are rendered as they are.
+# A `tool_choice` template variable (transformers serve passes a request's
+# `chat_template_kwargs`; it ignores the `tool_choice` field) forces a call
+# the way a grammar would: "required" prefills `<tool_call>\n{"name": "`, a
+# tool name (or OpenAI's {"type": "function", "function": {"name": ...}})
+# prefills up to its first required argument's value (`{"query": "` for a
+# string), as far as the schema fixes the text: left to itself after
+# `"arguments": ` the 135M model writes a tool signature instead of a call.
+# The response parser reads the prompt as its prefix, so the prefilled part
+# is parsed with the reply.
 CHAT_TEMPLATE = r"""{%- set default_system = 'You are a helpful AI assistant named SmolLM, trained by Hugging Face' -%}
 {%- if messages and messages[0].role == 'system' -%}
     {%- set system_message = messages[0].content -%}
@@ -87,7 +96,26 @@ CHAT_TEMPLATE = r"""{%- set default_system = 'You are a helpful AI assistant nam
         {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}
     {%- endif -%}
 {%- endfor -%}
-{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
+    {%- if tools and tool_choice is defined and tool_choice and tool_choice not in ('auto', 'none') -%}
+        {%- set forced = tool_choice.function.name if tool_choice is mapping else tool_choice -%}
+        {{- '<tool_call>\n{"name": "' -}}
+        {%- if forced != 'required' -%}
+            {%- set lead = namespace(text='') -%}
+            {%- for tool in tools -%}
+                {%- set fn = tool.function if tool.function is defined else tool -%}
+                {%- set params = fn.parameters if fn.parameters is defined and fn.parameters is mapping else {} -%}
+                {%- if fn.name == forced and params.required is defined and params.required -%}
+                    {%- set first = params.required[0] -%}
+                    {%- set kind = (params.properties[first].type if params.properties is defined and first in params.properties and params.properties[first].type is defined else '') -%}
+                    {%- set lead.text = '{"' + first + '": ' + ('"' if kind == 'string' else '') -%}
+                {%- endif -%}
+            {%- endfor -%}
+            {{- forced + '", "arguments": ' + lead.text -}}
+        {%- endif -%}
+    {%- endif -%}
+{%- endif -%}
 """
 
 # transformers' declarative response parser (`transformers serve`): content up
@@ -155,12 +183,38 @@ def problems(path: Path) -> list[str]:
             tok_cfg = json.loads((path / "tokenizer_config.json").read_text())
             if "response_template" not in tok_cfg:
                 out.append("tokenizer_config.json has no response_template")
+            else:
+                out.extend(_stale_templates(path, tok_cfg))
         except (OSError, ValueError) as exc:
             out.append(f"unreadable metadata: {exc}")
         size = (path / "model.safetensors").stat().st_size
         if size < 100_000_000:
             out.append(f"model.safetensors is truncated ({size} bytes)")
     return out
+
+
+STALE_TEMPLATE = "is older than this checkout's"
+
+
+def _stale_templates(path: Path, tok_cfg: dict) -> list[str]:
+    """Template files that differ from this checkout's (a folder built by an
+    earlier version): refreshed in place by a build, without reconverting."""
+    out = []
+    if (path / "chat_template.jinja").read_text() != CHAT_TEMPLATE:
+        out.append(f"chat_template.jinja {STALE_TEMPLATE}")
+    if tok_cfg.get("response_template") != RESPONSE_TEMPLATE:
+        out.append(f"the response_template in tokenizer_config.json {STALE_TEMPLATE}")
+    return out
+
+
+def refresh_templates(path: Path) -> None:
+    """Rewrite the chat template and the response template of a built folder,
+    each file replaced atomically (a reader sees the old or the new one)."""
+    from imprint_core.settings import atomic_write_text
+    cfg = json.loads((path / "tokenizer_config.json").read_text())
+    cfg["response_template"] = RESPONSE_TEMPLATE
+    atomic_write_text(path / "chat_template.jinja", CHAT_TEMPLATE)
+    atomic_write_text(path / "tokenizer_config.json", json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
 
 
 def ensure_model_dir(path: Path | str | None = None) -> Path:
@@ -186,8 +240,13 @@ def build_model_dir(force: bool = False, progress: Callable[[str], None] = print
     Built in a temporary folder beside the target and renamed into place; with
     `force` an existing folder is replaced only once the new one is complete."""
     target = model_dir()
-    if not force and not problems(target):
+    found = problems(target)
+    if not force and not found:
         progress(f"model folder already built: {target}")
+        return target
+    if not force and all(STALE_TEMPLATE in p for p in found):
+        refresh_templates(target)
+        progress(f"model folder already built: {target}; refreshed its templates ({'; '.join(found)})")
         return target
     source = gguf_path()
     _offline()

@@ -39,11 +39,18 @@ def make_provider(scn: Scenario, clock: Clock, target: recording.Target) -> Remo
     on_chunk = None
     if spec.chunk_delay and isinstance(clock, VirtualClock):
         on_chunk = lambda n: clock.sleep(spec.chunk_delay)  # noqa: E731
+    tool_choice, extra_body = _tool_choice(spec.tool_choice), dict(spec.extra_body or {})
+    if spec.server == "transformers" and tool_choice is not None:
+        # transformers serve ignores the `tool_choice` field; the model folder's
+        # chat template reads it from the request's chat_template_kwargs instead.
+        kwargs = dict(extra_body.get("chat_template_kwargs") or {})
+        kwargs.setdefault("tool_choice", tool_choice)
+        extra_body["chat_template_kwargs"], tool_choice = kwargs, None
     return RemoteProvider(target.base_url, target.model, clock=clock, stream=spec.stream,
                           transport=recording.transport(), context_window=spec.context_window,
                           counter=ByteEstimateCounter(spec.bytes_per_token), name=f"remote:{spec.server}",
-                          temperature=spec.temperature, tool_choice=_tool_choice(spec.tool_choice), on_chunk=on_chunk,
-                          extra_body=spec.extra_body or None)
+                          temperature=spec.temperature, tool_choice=tool_choice, on_chunk=on_chunk,
+                          extra_body=extra_body or None)
 
 
 def _tool_choice(value: str | None):

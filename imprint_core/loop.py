@@ -148,9 +148,16 @@ class ResearchLoop:
                 # A request that failed for good is a round without new evidence.
                 stop, detail = self._end_round("error", progress=False, new=(0, 0))
                 continue
-            if not reply.calls:
+            if not reply.calls and reply.text.strip():
                 stop, answer = StopReason.ANSWERED, reply.text
                 break
+            if not reply.calls:
+                # Nothing to answer with and nothing to run (transformers serve
+                # drops a call it cannot parse and streams an empty reply): a
+                # round without new evidence, not an empty answer.
+                self.trace.emit("empty_reply", round=self.round, chars=len(reply.text))
+                stop, detail = self._end_round("error", progress=False, new=(0, 0))
+                continue
             messages.append(Message("assistant", reply.text, tool_calls=tuple(reply.calls)))
             results = executor.run_batch(reply.calls, self.round)
             messages.extend(Message("tool", r.text, tool_call_id=r.call_id, name=r.name) for r in results)

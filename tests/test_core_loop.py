@@ -48,6 +48,21 @@ def test_a_normal_answer_completes_at_once():
     assert [e["type"] for e in run.trace.events][-3:] == ["stop", "answer", "run_end"]
 
 
+
+@pytest.mark.parametrize("empty", ["", "  \n "])
+def test_an_empty_reply_is_a_round_without_evidence_not_an_answer(empty):
+    # transformers serve drops a tool call it cannot parse and ends the stream
+    # with no content: that must not become an empty answer.
+    run = make_run([searches("tides"), empty, empty], [read_tool()],
+                   st=settings(research_no_progress_rounds=2), final=["Synthesized."])
+    result = run.run()
+    assert result.stop_reason is StopReason.NO_PROGRESS and result.final_mode is FinalMode.SYNTHESIZED
+    assert result.answer == "Synthesized." and result.rounds == 3
+    assert [e["round"] for e in run.events("empty_reply")] == [2, 3]
+    assert [e["kind"] for e in run.events("round_end")] == ["read", "error", "error"]
+    assert patience_counters(run) == [0, 1, 2]
+    assert all(m.role != "assistant" or m.content or m.tool_calls for m in result.messages)
+
 # ---- patience ----------------------------------------------------------------------
 @pytest.mark.parametrize("patience", [2, 4, 7])
 def test_unchanged_evidence_stops_after_exactly_the_patience(patience):
