@@ -250,10 +250,25 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--force", action="store_true", help="rebuild even if the folder looks complete")
     m.set_defaults(fn=cmd_model)
 
-    rec = sub.add_parser("record", help="record scenarios against a live server into vcrpy cassettes")
-    rec.add_argument("scenarios", nargs="+", metavar="SCENARIO")
-    rec.add_argument("--server", required=True, choices=["transformers", "llamacpp"])
-    rec.add_argument("--url", help="use a server already running at this base URL instead of starting one")
+    rec = sub.add_parser(
+        "record", help="record scenarios against a live server into vcrpy cassettes",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run `provider: remote` scenarios against a live OpenAI-compatible server while vcrpy "
+                    "records,\nthen write the cassette and our trace beside it (both moved into place only "
+                    "when the\nsession completed). Replays in tests and `imprint run` need no server.",
+        epilog="Cassettes go to the scenario's `provider.cassette`, else traces/cassettes/<server>/<stem>.yaml;\n"
+               "the trace to <stem>.trace.jsonl beside it. The servers run from their own venv in the user\n"
+               "cache: set it up once with `python -m harness.servers setup` (llama.cpp builds from source,\n"
+               "about 15 minutes on 2 cores). After recording, pin each scenario's `expect` to what it did.\n\n"
+               "examples:\n"
+               "  imprint record scenarios/*-remote-transformers-*.yaml --server transformers\n"
+               "  imprint record scenarios/50-remote-llamacpp-research-stream.yaml --server llamacpp \\\n"
+               "      --url http://127.0.0.1:8011/v1")
+    rec.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario files with `provider: remote`")
+    rec.add_argument("--server", required=True, choices=["transformers", "llamacpp"],
+                     help="which server to start (and which server's cassette folder to write)")
+    rec.add_argument("--url", help="use a server already running at this base URL (e.g. http://127.0.0.1:8010/v1) "
+                                   "instead of starting one")
     rec.set_defaults(fn=cmd_record)
 
     for name, helptext in [("report", "write the HTML/Markdown report with plots from traces"),

@@ -73,6 +73,18 @@ class Frames:
         runs = self.runs[self.runs["source"] == "trace"]
         return sorted(p for p in runs["provider"].dropna().unique())
 
+    def measured_requests(self) -> pd.DataFrame:
+        """Requests with an estimate and a positive measured prompt, each
+        observation once. A replayed cassette repeats its recording's figures
+        (and a rerun of a deterministic local scenario its own), so a scenario
+        run beside the committed traces would count each twice: one row per
+        (provider, scenario or run, request, attempt, estimate, measurement)."""
+        req = self.requests
+        req = req[req["measured_prompt"].notna() & (req["measured_prompt"] > 0) & req["estimated"].notna()]
+        who = req["scenario"].where(req["scenario"].notna(), req["run"])
+        return req[~req.assign(_who=who).duplicated(
+            subset=["provider", "_who", "id", "role", "attempt", "estimated", "measured_prompt"])]
+
     def run(self, run: str) -> dict[str, Any]:
         row = self.runs[self.runs["run"] == run]
         if row.empty:

@@ -277,8 +277,7 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig) -> Conditio
 
 
 def divergence(frames: Frames, cfg: GateConfig) -> Condition:
-    req = frames.requests
-    req = req[req["measured_prompt"].notna() & (req["measured_prompt"] > 0) & req["estimated"].notna()]
+    req = frames.measured_requests()
     c = Condition(2, "estimate / measured prompt tokens per provider", True)
     judged = 0
     for provider in sorted(frames.providers):

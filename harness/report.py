@@ -32,6 +32,11 @@ MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0
 DPI = 110
 
 
+def _ticker():
+    import matplotlib.ticker
+    return matplotlib.ticker
+
+
 def _plt():
     import matplotlib
     matplotlib.use("Agg")
@@ -73,7 +78,7 @@ class Section:
 
 # ---- 1. estimates against measurements --------------------------------------------------------------
 def estimate_stats(frames: Frames) -> pd.DataFrame:
-    req = frames.requests
+    req = frames.measured_requests()
     req = req[req["ratio"].notna()]
     rows = []
     for provider, g in req.groupby("provider"):
@@ -90,7 +95,7 @@ def estimate_stats(frames: Frames) -> pd.DataFrame:
 
 
 def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[Path | None, Path | None]:
-    req = frames.requests
+    req = frames.measured_requests()
     req = req[req["ratio"].notna()]
     if req.empty:
         return None, None
@@ -115,6 +120,11 @@ def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[P
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        ticker = _ticker()
+        for axis in (ax.xaxis, ax.yaxis):  # plain 1-2-5 labels: matplotlib's minor labels overlap under a decade
+            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("measured prompt tokens (provider)")
         ax.set_ylabel("estimated prompt tokens (ours)")
         ax.set_title(f"{provider}: median est./meas. {g['ratio'].median():.2f}")
@@ -518,7 +528,8 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
     stats = estimate_stats(frames)
     s = Section("Estimated against measured prompt tokens",
                 "Every request whose provider reported its usage: our prompt estimate (the byte estimate for remote "
-                "providers, the tokenizer for local ones) against the provider's measurement. Above the line the "
+                "providers, the tokenizer for local ones) against the provider's measurement, each observation once (a "
+                "replayed cassette repeats its recording's figures). Above the line the "
                 "estimate over-counts (research stops a little early); below it under-counts (the budget is "
                 "overspent).", scatter, "Scatter of estimated against measured prompt tokens per provider")
     if stats.empty:

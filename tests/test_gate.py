@@ -81,6 +81,20 @@ def test_fails_on_overrun_and_undercount(setup, capsys) -> None:
     assert "9.5 s" in text and "≤ 5 s" in text and "75.0% of 4" in text and "FAILS" in text
 
 
+
+def test_a_replay_beside_its_recording_is_counted_once(setup, capsys) -> None:
+    # `make run` replays every cassette into traces/runs/ while the recording's
+    # own trace stays in traces/cassettes/: the same measurements, twice.
+    both = setup["tmp"] / "both"
+    for where in ("cassettes", "runs/20261130-0000"):
+        handmade_trace(both / where / "remote.jsonl", provider="remote", provider_kind="remote",
+                       ratios=[0.8, 1.1, 1.2, 1.3], header_extra={"server": "vllm"}, scenario="recorded")
+    handmade_trace(both / "other.jsonl", provider="remote", provider_kind="remote", ratios=[0.8, 1.1, 1.2, 1.3],
+                   header_extra={"server": "vllm"}, scenario="another")  # another session: counted
+    code, out = _check([str(both), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
+    under = {r["subject"]: r for r in out["conditions"][1]["rows"]}["remote:vllm: under-counts"]
+    assert under["figure"] == "25.0% of 8" and under["value"] == 0.25
+
 def test_premature_stop_on_a_labelled_useful_run(setup, capsys) -> None:
     cfg = setup["tmp"] / "p2.toml"
     cfg.write_text(CONFIG.replace("patience = 4", "patience = 2"))
