@@ -259,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Cassettes go to the scenario's `provider.cassette`, else traces/cassettes/<server>/<stem>.yaml;\n"
                "the trace to <stem>.trace.jsonl beside it. The servers run from their own venv in the user\n"
                "cache: set it up once with `python -m harness.servers setup` (llama.cpp builds from source,\n"
-               "about 15 minutes on 2 cores). After recording, pin each scenario's `expect` to what it did.\n\n"
+               "about 15 minutes on 2 cores). With --pin, each scenario's `expect` is rewritten to what its\n"
+               "recording did; without it, a session that differs from `expect` is reported as FAIL.\n\n"
                "examples:\n"
                "  imprint record scenarios/*-remote-transformers-*.yaml --server transformers\n"
                "  imprint record scenarios/50-remote-llamacpp-research-stream.yaml --server llamacpp \\\n"
@@ -269,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="which server to start (and which server's cassette folder to write)")
     rec.add_argument("--url", help="use a server already running at this base URL (e.g. http://127.0.0.1:8010/v1) "
                                    "instead of starting one")
+    rec.add_argument("--pin", action="store_true",
+                     help="rewrite each scenario's expect block to what its recording did (stop reason, final "
+                          "mode, rounds, requests, tokens, event counts), then replay the new cassette offline")
     rec.set_defaults(fn=cmd_record)
 
     for name, helptext in [("report", "write the HTML/Markdown report with plots from traces"),

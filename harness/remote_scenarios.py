@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -19,7 +20,7 @@ from imprint_core.providers.remote import RemoteProvider
 from imprint_core.types import Clock
 
 from . import recording
-from .scenario import RemoteProviderSpec, Scenario, load_scenario
+from .scenario import RemoteProviderSpec, Scenario, load_scenario, parse_scenario
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,12 +114,67 @@ def record(scn: Scenario, *, server: str, base_url: str | None = None,
     return rec.result
 
 
+# What `--pin` writes into `expect`; other keys of the block are kept.
+PINNED_EVENTS = ("request_settled[outcome=error]", "request_settled[outcome=cut]", "final_settled", "tool_call")
+_TOP_KEY = re.compile(r"^[^\s#][^:]*:")
+
+
+def recorded_expect(trace_path: Path) -> dict:
+    """The expectations a recording meets exactly: its run_end figures and
+    the event counts a reader checks first."""
+    from imprint_core.trace import read_trace
+    trace = read_trace(trace_path)
+    ends = trace.of_type("run_end")
+    if not ends:
+        raise UserInputError(f"the recorded trace {trace_path} has no run_end: the session did not finish")
+    end = ends[-1]
+    settled = trace.of_type("request_settled")
+    events = {"request_settled[outcome=error]": sum(e.get("outcome") == "error" for e in settled),
+              "request_settled[outcome=cut]": sum(e.get("outcome") == "cut" for e in settled),
+              "final_settled": len(trace.of_type("final_settled")),
+              "tool_call": len(trace.of_type("tool_call"))}
+    if trace.of_type("empty_reply"):
+        events["empty_reply"] = len(trace.of_type("empty_reply"))
+    keys = ("stop_reason", "final_mode", "rounds", "requests", "reserved", "charged", "refunded")
+    return {k: end[k] for k in keys} | {"events": events}
+
+
+def pin_expect(path: Path, pinned: dict) -> None:
+    """Rewrite the top-level `expect:` block of a scenario file with
+    `pinned` (merged over the keys it already has), leaving every other line
+    as it was; the file is replaced atomically and only if it still loads."""
+    import yaml
+    from imprint_core.settings import atomic_write_text
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if re.match(r"^expect\s*:", line)), None)
+    if start is None:
+        start = end = len(lines)
+        old: dict = {}
+    else:
+        end = next((j for j in range(start + 1, len(lines)) if _TOP_KEY.match(lines[j])), len(lines))
+        old = (yaml.safe_load("".join(lines[start:end])) or {}).get("expect") or {}
+    merged = {**old, **pinned, "events": {**(old.get("events") or {}), **pinned["events"]}}
+    block = yaml.safe_dump({"expect": merged}, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    if lines[:start] and not lines[start - 1].endswith("\n"):
+        lines[start - 1] += "\n"
+    text = "".join(lines[:start]) + block + "".join(lines[end:])
+    parse_scenario(text, str(path))  # never write a scenario that no longer loads
+    atomic_write_text(path, text)
+
+
 def cli_record(args: argparse.Namespace) -> int:
     from .scenario import scenario_files
     scenarios = [load_scenario(f) for f in scenario_files(args.scenarios)]
     failed = 0
     for scn in scenarios:
         run = record(scn, server=args.server, base_url=args.url)
+        if getattr(args, "pin", False) and run.error is None and scn.source:
+            from .runner import run_scenario
+            pin_expect(Path(scn.source), recorded_expect(cassette_path(scn).with_suffix(".trace.jsonl")))
+            scn = load_scenario(scn.source)
+            run = run_scenario(scn)  # the replay of the new cassette must meet what was pinned
+            print(f"{scn.source}: expect pinned to the recording; offline replay "
+                  f"{'passes' if run.passed else 'FAILS'}", file=sys.stderr)
         r = run.result
         verdict = "pass" if run.passed else "FAIL " + "; ".join([str(f) for f in run.failures] +
                                                               ([run.error] if run.error else []))
