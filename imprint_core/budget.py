@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from .counting import common_prefix_len
@@ -96,7 +96,9 @@ class RequestRecord:
     measured_output: int | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # Flat fields of plain values: a shallow copy, without asdict's deepcopy
+        # (once per request, on the loop's hot path).
+        return dict(self.__dict__)
 
 
 @dataclass
