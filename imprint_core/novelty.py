@@ -101,7 +101,8 @@ def normalize(text: str, variant: str = "default") -> str:
 _ALL = object()
 _DIGIT_SHAPE = bytes.maketrans(b"0123456789", b"0" * 10)
 _HEX_SHAPE = bytes.maketrans(b"0123456789abcdef", b"0" * 16)
-_HEX_RUN = re.compile(rb"0000000000000000" + rb"0*")  # a literal prefix: fast search
+_HEX_16 = b"0" * 16
+_HEX_ZEROS = re.compile(rb"0+")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _MONTH_PREFIXES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _SCORE_WORDS = ("score", "similarity", "relevance", "rank", "distance", "confidence", "cosine")  # rank: also ranking
@@ -211,9 +212,15 @@ def _f_uuid(t: str, s: _Shape):
 
 def _f_hex(t: str, s: _Shape):
     # \b before a [0-9a-f] character: a match starts where a run of >= 16 of them does.
-    if b"0" * 16 not in s.hex:
-        return None
-    return [m.start() for m in _HEX_RUN.finditer(s.hex)]
+    # bytes.find skips ahead where the text is not hex; a regex for sixteen
+    # "0"s steps through every hex character (a third of the text).
+    h = s.hex
+    out = []
+    i = h.find(_HEX_16)
+    while i >= 0:
+        out.append(i)
+        i = h.find(_HEX_16, _HEX_ZEROS.match(h, i).end())
+    return out or None
 
 
 def _f_iso_date(t: str, s: _Shape):
@@ -225,12 +232,26 @@ def _f_slash_date(t: str, s: _Shape):
 
 
 def _f_month_day_year(t: str, s: _Shape):
-    # "<month>[a-z]*.? D, YYYY": the month word is the token ending at " D, YYYY".
-    if b" 0000" not in s.digits:
-        return None
+    # "<month>[a-z]*.? D, YYYY". " D, YYYY" (_DAY_YEAR) is found from its year:
+    # searching for its leading space would try the regex at every word. It
+    # has no space inside, so it starts at the last space before " YYYY", and
+    # just before " YYYY" comes a digit, a comma or the end of st/nd/rd/th.
+    d = s.digits
     out: list[int] = []
-    for i in _search_all(_DAY_YEAR, s.digits):
-        out += _words_in(t, _MONTH_PREFIXES, t.rfind(" ", 0, i) + 1, i)
+    for y in _find_all(d, b" 0000"):
+        if y < 2 or d[y - 1] not in b"0,tdh":
+            continue
+        i = d.rfind(b" ", max(0, y - 6), y)
+        if i < 0 or _DAY_YEAR.match(d, i) is None:
+            continue
+        # The month word is the run of [a-z] before " D", less an ending ".":
+        # a match starting inside that run would have no \b before it.
+        j = i - 1 if i and t[i - 1] == "." else i
+        q = j
+        while q and "a" <= t[q - 1] <= "z":
+            q -= 1
+        if t.startswith(_MONTH_PREFIXES, q, j):
+            out.append(q)
     return sorted(out) or None
 
 
@@ -268,14 +289,18 @@ def _f_score(t: str, s: _Shape):
 
 
 def _f_line_number(t: str, s: _Shape):
-    # A line that starts with a digit, a space or a tab.
+    # A line that starts with a digit, a space or a tab. The newlines are
+    # found by numpy: three searches for two-byte needles cost more.
     if ":" not in t and "|" not in t:
         return None
-    d = s.digits
-    out = [0] if d[:1] in (b"0", b" ", b"\t") else []
-    for start in (b"\n0", b"\n ", b"\n\t"):
-        out += [i + 1 for i in _find_all(d, start)]
-    return sorted(out) or None
+    b = np.frombuffer(s.digits, np.uint8)
+    first = np.flatnonzero(b[:-1] == 10)
+    first += 1                                          # each line's first character
+    c = b[first]
+    out = first[(c == 48) | (c == 32) | (c == 9)].tolist()
+    if b.size and b[0] in (48, 32, 9):
+        out.insert(0, 0)
+    return out or None
 
 
 # Each finder with the exact pattern source it was written for.
@@ -336,6 +361,18 @@ def _template(repl: str):
 
 _TEMPLATES = {repl: _template(repl) for _, repl in _MASKS}
 
+# Masks whose replacement keeps the match's text up to the end of group k and
+# puts a literal after it: in these patterns group 1 opens the match, groups
+# 1..k follow one another and always take part, so `\1..\k` + tail is the
+# same as replacing only what comes after group k. The edit is then that
+# shorter span and no replacement string is built per match. Keyed by the
+# exact pattern source and repl, like the finders.
+_KEPT_PREFIX = {
+    (r"(https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*", r"\1"): (1, ""),
+    (r"\b(score|similarity|relevance|rank|ranking|distance|confidence|cosine)(\"?\s*[:=]\s*)"
+     r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", r"\1\2<n>"): (2, "<n>"),
+}
+
 
 def _sub_at(pattern: re.Pattern[str], repl: str, shape: _Shape, starts: list[int]) -> _Shape | None:
     """pattern.sub(repl, text) for the text of shape, given every position a
@@ -344,6 +381,7 @@ def _sub_at(pattern: re.Pattern[str], repl: str, shape: _Shape, starts: list[int
     edits: list[tuple[int, int, str]] = []
     pos = 0
     match = pattern.match
+    kept = _KEPT_PREFIX.get((pattern.pattern, repl))
     expand = _TEMPLATES.get(repl, False)
     if expand is False:
         expand = _template(repl)
@@ -356,7 +394,10 @@ def _sub_at(pattern: re.Pattern[str], repl: str, shape: _Shape, starts: list[int
         pos = m.end()
         if pos == p:  # an empty match: leave the subtleties to re
             return _Shape(pattern.sub(repl, text))
-        edits.append((p, pos, repl if expand is None else expand(m)))
+        if kept is not None:
+            edits.append((m.end(kept[0]), pos, kept[1]))
+        else:
+            edits.append((p, pos, repl if expand is None else expand(m)))
     if not edits:
         return None
     out = []
@@ -439,7 +480,10 @@ def segment(text: str) -> list[str]:
         except ValueError:
             items = None
         if isinstance(items, list):
-            return [i if isinstance(i, str) else _encode_item(i) for i in items]
+            if _JSON_ITEM_C is None:
+                return [i if isinstance(i, str) else _encode_item(i) for i in items]
+            enc, join = _JSON_ITEM_C, "".join             # _encode_item inlined: one call less per hit
+            return [i if isinstance(i, str) else join(enc(i, 0)) for i in items]
     return [p for p in _PARAGRAPH_BREAK.split(text) if p.strip()]
 
 
@@ -512,10 +556,11 @@ def _canonical(units: Sequence[str]) -> tuple[bytes, np.ndarray] | None:
         checks.append("  ")
     if not joined.isascii():
         checks += [c for c in _NON_ASCII_SPACE if c in joined]
-    edges = " \n" in joined or "\n " in joined or "\n\n" in joined or joined[0] in " \n" or joined[-1] in " \n"
-    if not checks and not edges:
+    # An empty or space-edged unit, looked at unit by unit: cheaper than
+    # searching the joined text for " \n", "\n " and "\n\n".
+    need = [not u or u[0] == " " or u[-1] == " " for u in units]
+    if not checks and not any(need):
         return joined.encode(), np.arange(len(units))
-    need = [not u or u[0] == " " or u[-1] == " " for u in units] if edges else [False] * len(units)
     for c in checks:
         need = [n or c in u for n, u in zip(need, units)]
     canon = [" ".join(u.split()) if n else u for n, u in zip(need, units)]
@@ -683,10 +728,16 @@ _FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
 
 
 class _Table:
-    """One generation of fingerprints: an open-addressing hash table of
-    8-slot buckets (one 64-byte cache line each) in a numpy array, 0 meaning
-    empty, a full bucket spilling into the next. Lookups and inserts take
-    whole arrays of fingerprints at once."""
+    """One generation of fingerprints: a hash table of 8-slot buckets (one
+    64-byte cache line each) in a numpy array, 0 meaning empty, and a small
+    sorted array of the keys that found their bucket full. Lookups and inserts
+    take whole arrays of fingerprints at once.
+
+    Overflow goes to that array rather than into the next bucket so that a
+    lookup is a fixed handful of numpy calls (a searchsorted for the keys of
+    full buckets) instead of a loop walking the chains of full buckets: at
+    this load a few percent of buckets are full, so nearly every round had a
+    key to chase."""
     SLOTS = 8
     MAX_LOAD = 0.5          # sized for this many keys per slot
     GROW_LOAD = 0.75        # grown (rehashed) past this many
@@ -698,6 +749,7 @@ class _Table:
         self.keys = np.zeros((1 << bits, self.SLOTS), np.uint64)
         self.flat = self.keys.reshape(-1)              # the same memory, slot by slot
         self.fill = np.zeros(1 << bits, np.intp)       # used slots per bucket
+        self.overflow = np.empty(0, np.uint64)         # sorted: keys whose bucket was full
         self.shift = np.uint64(64 - bits)
         self.count = 0
 
@@ -706,20 +758,16 @@ class _Table:
 
     def contains(self, q: np.ndarray) -> np.ndarray:
         """Which of the nonzero fingerprints q are held."""
-        b = self._bucket(q)
-        rows = np.take(self.keys, b, axis=0)
+        rows = np.take(self.keys, self._bucket(q), axis=0)
         found = (rows == q[:, None]).view(np.uint64).ravel() != 0  # any() of each row of 8 bools
-        full = rows[:, -1] != 0                                     # a full bucket may have spilled over
-        if full.any():
-            go = np.flatnonzero(full & ~found)
-            nb = self.keys.shape[0]
-            while go.size:
-                b[go] += 1
-                b[go] %= nb
-                rows = np.take(self.keys, b[go], axis=0)
-                hit = (rows == q[go, None]).view(np.uint64).ravel() != 0
-                found[go[hit]] = True
-                go = go[~hit & (rows[:, -1] != 0)]
+        over = self.overflow
+        if over.size:
+            go = np.flatnonzero(rows[:, -1] != 0)     # only a full bucket's keys can be in overflow
+            if go.size:
+                qg = q[go]
+                i = np.searchsorted(over, qg)
+                np.minimum(i, over.size - 1, out=i)
+                found[go] |= over[i] == qg
         return found
 
     def insert(self, q: np.ndarray) -> None:
@@ -729,38 +777,29 @@ class _Table:
         if self.count + q.size > self.keys.size * self.GROW_LOAD:
             self._grow(self.count + q.size)
         self.count += q.size
-        nb = self.keys.shape[0]
         b = self._bucket(q)
         flat, fill = self.flat, self.fill
         while q.size:
             slot = fill[b]
             room = slot < self.SLOTS
-            if room.all():
-                cell = b * self.SLOTS + slot
-                flat[cell] = q                      # of keys sharing a cell, one lands
-                landed = flat[cell] == q
-                fill[b[landed]] += 1                # (so no bucket twice here)
-                q, b = q[~landed], b[~landed]
-            else:                                   # full buckets: their keys try the next one
-                at = np.flatnonzero(room)
-                cell = b[at] * self.SLOTS + slot[at]
-                flat[cell] = q[at]
-                landed = flat[cell] == q[at]
-                fill[b[at[landed]]] += 1
-                b[~room] += 1
-                b[~room] %= nb
-                keep = np.ones(q.size, bool)
-                keep[at[landed]] = False
-                q, b = q[keep], b[keep]
+            if not room.all():
+                self.overflow = np.sort(np.concatenate((self.overflow, q[~room])))
+                q, b, slot = q[room], b[room], slot[room]
+            cell = b * self.SLOTS + slot
+            flat[cell] = q                      # of keys sharing a cell, one lands
+            landed = flat[cell] == q
+            fill[b[landed]] += 1                # (so no bucket twice here)
+            q, b = q[~landed], b[~landed]
 
     def _grow(self, expected: int) -> None:
-        held = self.flat[self.flat != 0]
+        held = np.concatenate((self.flat[self.flat != 0], self.overflow))
         self.__init__(2 * expected)
         self.insert(held)
 
     def clear(self) -> None:
         self.flat.fill(0)
         self.fill.fill(0)
+        self.overflow = self.overflow[:0]
         self.count = 0
 
 
