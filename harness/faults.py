@@ -20,7 +20,7 @@ from imprint_core.trace import TraceWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_FAULTS = ["http_429", "http_500", "http_503", "connection_reset", "stream_cut", "invalid_tool_json",
-                   "unknown_tool", "missing_usage", "empty_choices"]
+                   "unknown_tool", "missing_usage", "empty_choices", "empty_reply"]
 TOOL_FAULTS = ["tool_raises", "tool_hangs_past_deadline", "tool_result_10mb", "tool_output_not_utf8"]
 FAULTS = PROVIDER_FAULTS + TOOL_FAULTS
 SEARCH = ToolSpec("search", "Search the corpus.", {"type": "object", "properties": {"q": {"type": "string"}}},
@@ -93,6 +93,8 @@ def stub_provider(fault: str, clock: VirtualClock):
     elif fault == "stream_cut":
         turns.append(Turn(chunks=[Chunk("Looking ", 1.0), Chunk("into ", 1.0)],
                           error=ProviderError("stream_cut", "the stream ended early", retryable=True)))
+    elif fault == "empty_reply":  # neither text nor a call: a round without evidence
+        turns.append(Turn(text=""))
     turns.append(Turn(tool_calls=_fault_calls(fault), usage=None if fault == "missing_usage" else "auto"))
     turns.append(Turn(text="The answer, from the evidence."))
     return ScriptedProvider(turns, clock=clock, context_window=400_000)
@@ -135,6 +137,10 @@ def remote_provider(fault: str, clock: VirtualClock):
     elif fault == "empty_choices":
         script.append(lambda req: httpx.Response(200, content=_sse([{"choices": []}], done=True),
                                                  headers={"content-type": "text/event-stream"}))
+    elif fault == "empty_reply":  # what transformers serve streams after dropping a call it cannot parse
+        script.append(ok([{"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+                          {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                           "usage": {"prompt_tokens": 100, "completion_tokens": 32}}], done=False))
     script.append(ok(_completion_chunks(_fault_calls(fault), usage=fault != "missing_usage")))
     script.append(ok(_completion_chunks(None, "The answer, from the evidence.")))
     final = ok(_completion_chunks(None, "Final answer."))
@@ -175,6 +181,8 @@ class FaultInjector:
                 event = ToolCallEvent(ToolCall(event.call.id, "search", {"q": "fault"}))
             if isinstance(event, UsageEvent) and f == "missing_usage":
                 continue
+            if nth == 2 and f == "empty_reply" and not isinstance(event, UsageEvent):
+                continue  # the model generated, but nothing it wrote reaches the loop
             yield event
 
 

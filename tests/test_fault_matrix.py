@@ -40,6 +40,11 @@ def test_specific_outcomes(cells, provider: str) -> None:
         assert by[fault].failed_requests == 1, f"{provider}/{fault}: one failed request, then a successful retry"
     for fault in ("invalid_tool_json", "unknown_tool", "tool_raises"):
         assert by[fault].tool_errors >= 1, f"{provider}/{fault} must reach the model as an error result"
+    # An empty reply (round 2) is not an answer: it is a round without evidence.
+    empty = by["empty_reply"]
+    assert not (empty.stop_reason == "answered" and empty.rounds == 2) and empty.failed_requests == 0
+    if provider != "local":  # the scripted runs then search and answer
+        assert (by["empty_reply"].stop_reason, by["empty_reply"].rounds) == ("answered", 4)
 
 
 def test_committed_report_lists_the_matrix() -> None:
