@@ -114,14 +114,12 @@ def record(scn: Scenario, *, server: str, base_url: str | None = None,
     return rec.result
 
 
-# What `--pin` writes into `expect`; other keys of the block are kept.
-PINNED_EVENTS = ("request_settled[outcome=error]", "request_settled[outcome=cut]", "final_settled", "tool_call")
-_TOP_KEY = re.compile(r"^[^\s#][^:]*:")
+_TOP_KEY = re.compile(r"^[^\s#][^:]*:")  # a top-level key: the line that ends a block
 
 
 def recorded_expect(trace_path: Path) -> dict:
-    """The expectations a recording meets exactly: its run_end figures and
-    the event counts a reader checks first."""
+    """What `--pin` writes into `expect`: the expectations a recording meets
+    exactly, its run_end figures and the event counts a reader checks first."""
     from imprint_core.trace import read_trace
     trace = read_trace(trace_path)
     ends = trace.of_type("run_end")

@@ -32,11 +32,6 @@ MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0
 DPI = 110
 
 
-def _ticker():
-    import matplotlib.ticker
-    return matplotlib.ticker
-
-
 def _plt():
     import matplotlib
     matplotlib.use("Agg")
@@ -100,6 +95,7 @@ def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[P
     if req.empty:
         return None, None
     plt = _plt()
+    import matplotlib.ticker as ticker
     providers = sorted(req["provider"].unique())
     n = len(providers)
     cols = min(n, 3)
@@ -120,7 +116,6 @@ def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[P
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ticker = _ticker()
         for axis in (ax.xaxis, ax.yaxis):  # plain 1-2-5 labels: matplotlib's minor labels overlap under a decade
             axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))

@@ -148,10 +148,10 @@ class ResearchLoop:
                 # A request that failed for good is a round without new evidence.
                 stop, detail = self._end_round("error", progress=False, new=(0, 0))
                 continue
-            if not reply.calls and reply.text.strip():
-                stop, answer = StopReason.ANSWERED, reply.text
-                break
             if not reply.calls:
+                if reply.text.strip():
+                    stop, answer = StopReason.ANSWERED, reply.text
+                    break
                 # Nothing to answer with and nothing to run (transformers serve
                 # drops a call it cannot parse and streams an empty reply): a
                 # round without new evidence, not an empty answer.
