@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from imprint_core import (CancelToken, Message, ModelRequest, MonotonicClock, TextDelta, ToolCallEvent,  # noqa: E402
-                          ToolSpec, UsageEvent)
+from imprint_core import CancelToken, Message, ModelRequest, MonotonicClock, ToolSpec, collect  # noqa: E402
+from harness.models import load_local_provider  # noqa: E402
 from imprint_core.providers.local import LocalProvider  # noqa: E402
 
 TARGET_RATIO = 1.05
@@ -70,15 +70,8 @@ def run(provider: LocalProvider, messages, tools=(), max_output=64, *, context="
     clock = provider.clock
     req = ModelRequest(list(messages), list(tools), max_output,
                        deadline if deadline is not None else clock.now() + 3600, CancelToken(), context_id=context)
-    text, calls, usage = [], [], None
-    for event in provider.generate(req):
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, ToolCallEvent):
-            calls.append(event.call)
-        elif isinstance(event, UsageEvent):
-            usage = event.usage
-    return "".join(text), calls, usage, provider.stats[-1]
+    got = collect(provider.generate(req))
+    return got.text, list(got.calls), got.usage, provider.stats[-1]
 
 
 def bench_overhead(p: LocalProvider, tokens: int, repeat: int) -> dict:
@@ -227,7 +220,7 @@ def bench_dtypes(repeat: int) -> dict:
     the machine's load; medians of the paired ratios. Decode is timed at a
     short and at a long context, and a whole research run is timed too."""
     first, _ = long_prompt()
-    providers = {d: LocalProvider(clock=MonotonicClock(), dtype=d) for d in ("float32", "bfloat16")}
+    providers = {d: load_local_provider(clock=MonotonicClock(), dtype=d) for d in ("float32", "bfloat16")}
     m: dict[str, dict[str, list[float]]] = {d: {"prefill": [], "step_long": [], "step_short": [], "run": []}
                                             for d in providers}
     for p in providers.values():
@@ -300,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     load_before = os.getloadavg()
     started = time.perf_counter()
-    provider = LocalProvider(clock=MonotonicClock())
+    provider = load_local_provider(clock=MonotonicClock())
     import torch
     import transformers
     report = {"machine": {"platform": platform.platform(), "python": platform.python_version(),

@@ -62,16 +62,12 @@ def run_bare(rounds: int, texts: list[str]) -> float:
     clock = VirtualClock()
     turns = [Turn(tool_calls=[ToolCall(f"c{i}", "search", {"q": i})], usage=None) for i in range(rounds)] + [Turn(text="done", usage=None)]
     provider = ScriptedProvider(turns, clock=clock, context_window=10**9)
-    from imprint_core.types import ModelRequest, CancelToken, ToolCallEvent, TextDelta
+    from imprint_core import CancelToken, ModelRequest, collect
     t = time.perf_counter()
     messages = [Message("user", "q")]
     while True:
-        calls, text = [], ""
-        for ev in provider.generate(ModelRequest(messages, [], 64, 1e18, CancelToken())):
-            if isinstance(ev, ToolCallEvent):
-                calls.append(ev.call)
-            elif isinstance(ev, TextDelta):
-                text += ev.text
+        got = collect(provider.generate(ModelRequest(messages, [], 64, 1e18, CancelToken())))
+        calls, text = got.calls, got.text
         if not calls:
             break
         messages.append(Message("assistant", text, tool_calls=tuple(calls)))

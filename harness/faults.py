@@ -16,7 +16,8 @@ from imprint_core import (CancelToken, Chunk, FunctionTool, LoopConfig, Provider
                           ResearchSettings, ScriptedProvider, StopReason, ToolCall, ToolCallEvent, ToolOutput,
                           ToolSpec, Turn, UsageEvent, VirtualClock, read_trace)
 from imprint_core.settings import atomic_write_text
-from imprint_core.trace import TraceWriter
+from imprint_core.events import RequestSettled
+from imprint_core.trace import EventLog, TraceWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_FAULTS = ["http_429", "http_500", "http_503", "connection_reset", "stream_cut", "invalid_tool_json",
@@ -191,9 +192,9 @@ _LOCAL: list[Any] = []
 
 def local_provider(fault: str, clock: VirtualClock):
     """The real model, loaded once for the whole matrix, behind the injector."""
-    from imprint_core.providers.local import LocalProvider
+    from .models import load_local_provider
     if not _LOCAL:
-        _LOCAL.append(LocalProvider(clock=clock, tool_choice="required"))
+        _LOCAL.append(load_local_provider(clock=clock, tool_choice="required"))
     model = _LOCAL[0]
     model.clock = clock
     model.forget()
@@ -292,12 +293,13 @@ def _event_count(provider_kind: str) -> tuple[int, int]:
     loop = ResearchLoop(PROVIDERS[provider_kind]("none", clock), _tools("none"),
                         ResearchSettings(research_no_progress_rounds=2, max_tokens=32), clock=clock,
                         config=LoopConfig(research_max_output_tokens=32), trace=trace)
+    log = EventLog(trace)
     loop.run("What do the sources say?")
-    events = trace.events[1:]
+    events = log.events[1:]
     # The answer is decided once its request has settled: a cancellation
     # after that finds a complete answer, which completes immediately.
     return len(events), max(i for i, e in enumerate(events, start=1)
-                            if e["type"] == "request_settled" and e["role"] == "coordinator")
+                            if isinstance(e, RequestSettled) and e.role == "coordinator")
 
 
 def write_report(cells: list[Cell], path: Path) -> None:

@@ -30,7 +30,9 @@ import pandas as pd
 
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule
-from imprint_core.trace import TRACE_FORMAT, read_trace
+from imprint_core.events import (Answer, BudgetExhausted, FinalSettled, RequestSettled, RoundEnd, RunEnd, RunStart,
+                                 Stopped, ToolCallStarted, ToolResultRecorded)
+from imprint_core.trace import TRACE_FORMAT, E, Trace, read_trace
 
 from .rounds import ROUNDS_FORMAT, RoundLog, read_round_log
 
@@ -152,13 +154,14 @@ def find_files(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str]], lis
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-def _provider(header: dict, start: dict) -> tuple[str, str]:
+def _provider(header: dict, start: RunStart | None) -> tuple[str, str]:
     """(provider label, provider kind). Remote providers are labelled by
     their server where the trace names it: `remote:<server>`."""
-    name = str(start.get("provider") or header.get("provider") or header.get("provider_kind") or "unknown")
+    name = str((start.provider if start else None) or header.get("provider") or header.get("provider_kind")
+               or "unknown")
     kind = str(header.get("provider_kind") or name.split(":", 1)[0])
     if ":" not in name:
-        server = header.get("server") or start.get("server")
+        server = header.get("server")
         if kind == "remote" and server:
             name = f"remote:{server}"
         elif kind not in (name, "unknown") and name in ("remote", "local", "stub"):
@@ -193,24 +196,23 @@ class _RunIds:
 def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list[str]) -> None:
     trace = read_trace(path)
     warnings.extend(trace.warnings)
-    header = trace.header
-    starts = trace.of_type("run_start")
-    start = starts[0] if starts else {}
+    header = trace.header.meta
+    start = _first(trace, RunStart)
     provider, kind = _provider(header, start)
     scenario = header.get("scenario") or path.stem
-    settings = start.get("settings") or {}
-    policy = start.get("policy")
+    settings = start.settings if start else {}
+    policy = start.policy if start else None
     base = {"run": rid, "name": scenario, "scenario": scenario, "provider": provider, "provider_kind": kind}
 
     # Deadline at any moment: the start deadline moved back by every ask's wait.
-    deadline0 = _num(start.get("deadline"))
+    deadline0 = _num(start.deadline) if start else None
     pauses: list[tuple[float, float]] = []
     blocking: dict[str, bool] = {}
     for e in trace.events:
-        if e["type"] == "tool_call":
-            blocking[str(e.get("call_id"))] = bool(e.get("blocking"))
-        elif e["type"] == "tool_result" and e.get("kind") == "ask" and e.get("status") != "not_executed":
-            s, f = _num(e.get("started")), _num(e.get("finished"))
+        if isinstance(e, ToolCallStarted):
+            blocking[str(e.call_id)] = bool(e.blocking)
+        elif isinstance(e, ToolResultRecorded) and e.kind == "ask" and e.status != "not_executed":
+            s, f = _num(e.started), _num(e.finished)
             if s is not None and f is not None:
                 pauses.append((f, f - s))
 
@@ -224,34 +226,34 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
     round_writes: dict[int, int] = {}
     overruns: list[float] = []
     for e in trace.events:
-        typ = e["type"]
-        if typ in ("request_settled", "final_settled"):
-            est, meas = _num(e.get("estimated_prompt")), _num(e.get("measured_prompt"))
+        if isinstance(e, (RequestSettled, FinalSettled)):
+            r = e.record
+            est, meas = _num(r.estimated_prompt), _num(r.measured_prompt)
             acc["requests"].append(base | {
-                "policy": e.get("policy", policy), "source": "trace", "id": e.get("id"),
-                "role": e.get("role") or ("final" if typ == "final_settled" else "coordinator"),
-                "context_id": e.get("context_id"), "round": e.get("round"), "attempt": e.get("attempt"),
-                "outcome": e.get("outcome"), "estimated": est, "max_output": _num(e.get("max_output")),
-                "reserved": _num(e.get("reserved")), "charged": _num(e.get("charged")),
-                "refunded": _num(e.get("refunded")), "charged_prompt": _num(e.get("charged_prompt")),
-                "charged_output": _num(e.get("charged_output")), "prefix_reused": _num(e.get("prefix_reused")),
-                "output_tokens": _num(e.get("output_tokens")), "measured_prompt": meas,
-                "measured_cached": _num(e.get("measured_cached")), "measured_output": _num(e.get("measured_output")),
+                "policy": r.policy, "source": "trace", "id": r.id,
+                "role": r.role or ("final" if isinstance(e, FinalSettled) else "coordinator"),
+                "context_id": r.context_id, "round": getattr(e, "round", None), "attempt": None,
+                "outcome": r.outcome, "estimated": est, "max_output": _num(r.max_output),
+                "reserved": _num(r.reserved), "charged": _num(r.charged),
+                "refunded": _num(r.refunded), "charged_prompt": _num(r.charged_prompt),
+                "charged_output": _num(r.charged_output), "prefix_reused": _num(r.prefix_reused),
+                "output_tokens": _num(r.output_tokens), "measured_prompt": meas,
+                "measured_cached": _num(r.measured_cached), "measured_output": _num(r.measured_output),
                 "ratio": est / meas if est is not None and meas else None,
-                "duration": _num(e.get("duration")), "t": _num(e.get("t")), "error": e.get("error")})
-        elif typ == "tool_result":
-            rnd = int(e.get("round") or 0)
-            nov = e.get("novelty") or {}
-            status = e.get("status")
-            started, finished = _num(e.get("started")), _num(e.get("finished"))
+                "duration": _num(getattr(e, "duration", None)), "t": _num(e.t), "error": e.error})
+        elif isinstance(e, ToolResultRecorded):
+            rnd = int(e.round or 0)
+            nov = e.novelty or {}
+            status = e.status
+            started, finished = _num(e.started), _num(e.finished)
             dl = deadline_at(finished)
-            after = bool(e.get("after_deadline"))
+            after = bool(e.after_deadline)
             overrun = max(0.0, finished - dl) if after and finished is not None and dl is not None else (0.0 if after else None)
             if after and overrun is not None:
                 overruns.append(overrun)
             if status == "not_executed":
                 verdict = "not_executed"
-            elif e.get("kind") != "read":
+            elif e.kind != "read":
                 verdict = "not_evidence"   # a write's echo or a user's answer is never fingerprinted
             elif status == "error":
                 verdict = "repeated_error" if nov.get("repeated_error") else "error"
@@ -260,63 +262,73 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
             else:
                 verdict = "new" if nov.get("new_paragraphs") else "repeat"
             acc["tool_calls"].append(base | {
-                "source": "trace", "reply": 1, "round": rnd, "index": e.get("index"), "call_id": e.get("call_id"),
-                "tool": e.get("tool"), "kind": e.get("kind"), "status": status,
-                "blocking": blocking.get(str(e.get("call_id"))), "verdict": verdict,
+                "source": "trace", "reply": 1, "round": rnd, "index": None, "call_id": e.call_id,
+                "tool": e.tool, "kind": e.kind, "status": status,
+                "blocking": blocking.get(str(e.call_id)), "verdict": verdict,
                 "paragraphs": nov.get("paragraphs"), "new_paragraphs": nov.get("new_paragraphs"),
                 "new_shingles": nov.get("new_shingles"), "repeated_error": nov.get("repeated_error"),
                 "started": started, "finished": finished,
                 "duration": finished - started if started is not None and finished is not None else None,
-                "deadline": dl, "after_deadline": after, "overrun": overrun, "arguments": e.get("arguments") or {},
-                "text": e.get("text") or "", "segments": e.get("segments")})
+                "deadline": dl, "after_deadline": after, "overrun": overrun, "arguments": e.arguments or {},
+                "text": e.text or "", "segments": e.segments})
             if status != "not_executed":
                 round_calls[rnd] = round_calls.get(rnd, 0) + 1
                 if status == "error":
                     round_errors[rnd] = round_errors.get(rnd, 0) + 1
-                if e.get("kind") == "write":
+                if e.kind == "write":
                     round_writes[rnd] = round_writes.get(rnd, 0) + 1
 
-    stop = next(iter(trace.of_type("stop")), {})
-    stop_round = stop.get("round")
-    for e in trace.of_type("round_end"):
-        rnd = int(e.get("round") or 0)
+    stop = _first(trace, Stopped)
+    stop_round = stop.round if stop else None
+    for e in trace.of_type(RoundEnd):
+        rnd = int(e.round or 0)
         acc["rounds"].append(base | {
-            "source": "trace", "reply": 1, "round": rnd, "kind": e.get("kind"), "progress": bool(e.get("progress")),
-            "new_paragraphs": e.get("new_paragraphs"), "new_shingles": e.get("new_shingles"),
-            "patience_counter": e.get("patience_counter"), "patience": e.get("patience"),
-            "calls": round_calls.get(rnd, 0), "errors": round_errors.get(rnd, 0) + (1 if e.get("kind") == "error" else 0),
-            "writes": round_writes.get(rnd, 0), "reserved": _num(e.get("reserved")), "charged": _num(e.get("charged")),
-            "t": _num(e.get("t")), "deadline": _num(e.get("deadline")),
-            "stop": stop.get("reason") if stop and rnd == stop_round else None})
+            "source": "trace", "reply": 1, "round": rnd, "kind": e.kind, "progress": bool(e.progress),
+            "new_paragraphs": e.new_paragraphs, "new_shingles": e.new_shingles,
+            "patience_counter": e.patience_counter, "patience": e.patience,
+            "calls": round_calls.get(rnd, 0), "errors": round_errors.get(rnd, 0) + (1 if e.kind == "error" else 0),
+            "writes": round_writes.get(rnd, 0), "reserved": _num(e.reserved), "charged": _num(e.charged),
+            "t": _num(e.t), "deadline": _num(e.deadline),
+            "stop": stop.reason if stop and rnd == stop_round else None})
 
-    end = next(iter(trace.of_type("run_end")), None)
-    answer = next(iter(trace.of_type("answer")), {})
+    end = _first(trace, RunEnd)
+    answer = _first(trace, Answer)
+    exhausted = _first(trace, BudgetExhausted)
     research = [r for r in acc["requests"] if r["run"] == rid and r["role"] != "final"]
     finals = [r for r in acc["requests"] if r["run"] == rid and r["role"] == "final"]
 
     def total(key: str) -> float | None:
-        if end is not None and key in end:
-            return _num(end.get(key))
+        if end is not None:
+            return _num(getattr(end, key))
         return sum(r[key] or 0 for r in research)
 
     acc["runs"].append(base | {
         "path": str(path), "source": "trace", "scenario_file": header.get("file"), "policy": policy,
-        "normalization": start.get("normalization"), "patience": settings.get("chat.research_no_progress_rounds"),
+        "normalization": start.normalization if start else None,
+        "patience": settings.get("chat.research_no_progress_rounds"),
         "timeout": settings.get("chat.research_timeout_sec"), "token_budget": settings.get("chat.research_token_budget"),
-        "question": start.get("question"),
-        "stop_reason": (end or {}).get("stop_reason") or stop.get("reason"), "stop_detail": stop.get("detail"),
-        "stop_round": stop_round, "final_mode": (end or {}).get("final_mode") or answer.get("mode"),
-        "rounds": (end or {}).get("rounds", stop_round), "requests": (end or {}).get("requests", len(research)),
+        "question": start.question if start else None,
+        "stop_reason": (end.stop_reason if end else None) or (stop.reason if stop else None),
+        "stop_detail": stop.detail if stop else None,
+        "stop_round": stop_round,
+        "final_mode": (end.final_mode if end else None) or (answer.mode if answer else None),
+        "rounds": end.rounds if end else stop_round, "requests": end.requests if end else len(research),
         "reserved": total("reserved"), "charged": total("charged"), "refunded": total("refunded"),
         "final_requests": len(finals), "final_estimated": finals[0]["estimated"] if finals else None,
         "final_measured_prompt": finals[0]["measured_prompt"] if finals else None,
-        "writes": (end or {}).get("writes"), "evidence": (end or {}).get("evidence"), "paused": (end or {}).get("paused"),
-        "deadline": deadline_at(None), "stop_t": _num(stop.get("t")), "end_t": _num((end or {}).get("t")),
-        "overshoot": _num(stop.get("overshoot")),
-        "budget_requested": _num(next(iter(trace.of_type("budget_exhausted")), {}).get("requested")),
-        "t0": _num(start.get("t")), "tool_overruns": len(overruns),
+        "writes": end.writes if end else None, "evidence": end.evidence if end else None,
+        "paused": end.paused if end else None,
+        "deadline": deadline_at(None), "stop_t": _num(stop.t) if stop else None,
+        "end_t": _num(end.t) if end else None, "overshoot": _num(stop.overshoot) if stop else None,
+        "budget_requested": _num(exhausted.requested) if exhausted else None,
+        "t0": _num(start.t) if start else None, "tool_overruns": len(overruns),
         "max_tool_overrun": max(overruns) if overruns else None, "complete": end is not None,
         "warnings": len(trace.warnings), "labels": {}, "reward": None})
+
+
+def _first(trace: Trace, cls: type[E]) -> E | None:
+    found = trace.of_type(cls)
+    return found[0] if found else None
 
 
 # ---- round logs -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from imprint_core.errors import UserInputError
+from imprint_core.errors import ModelUnavailable, UserInputError
 
 MODEL_DIR_ENV = "IMPRINT_MODEL_DIR"
 MODEL_NAME = "smollm2-135m-instruct"
@@ -139,9 +139,20 @@ RESPONSE_TEMPLATE = {
 }
 
 
-class ModelNotBuilt(UserInputError):
+class ModelNotBuilt(ModelUnavailable):
     """The local model folder is missing or broken; the message names the
     command that builds it."""
+
+
+def load_local_provider(path: Path | str | None = None, **kwargs):
+    """The core's LocalProvider on the model folder (default: the user
+    cache), with the command that builds or rebuilds it in every error."""
+    from imprint_core.providers.local import LocalProvider
+    target = ensure_model_dir(path)
+    try:
+        return LocalProvider(target, **kwargs)
+    except ModelUnavailable as exc:
+        raise ModelNotBuilt(f"{exc.message}; rebuild it with: {BUILD_COMMAND} --force") from exc
 
 
 def model_dir() -> Path:

@@ -474,6 +474,7 @@ def smoke_session(target: Target, *, stream: bool = True, clock: Any = None, tra
     can be compared with the server's counts exactly."""
     from imprint_core import (ByteEstimateCounter, FunctionTool, LoopConfig, MonotonicClock, ResearchLoop,
                               ResearchSettings, ToolSpec, TraceWriter)
+    from imprint_core.events import Event, FinalRequest, PromptBytes, RequestReserved
     from imprint_core.providers.remote import RemoteProvider
     clock = clock or MonotonicClock()
     trace = trace or TraceWriter(None, clock)
@@ -495,11 +496,11 @@ def smoke_session(target: Target, *, stream: bool = True, clock: Any = None, tra
                               tool_choice=tool_choice, extra_body=extra_body, request_timeout=90.0,
                               name=f"remote:{target.server or 'server'}")
 
-    def on_event(event: dict) -> None:
-        if event["type"] == "request_reserved":
-            trace.emit("prompt_bytes", id=event["id"], bytes=tap.last_bytes)
-        elif event["type"] == "final_request":
-            trace.emit("prompt_bytes", id="final", bytes=tap.last_bytes)
+    def on_event(event: Event) -> None:
+        if isinstance(event, RequestReserved):
+            trace.write(PromptBytes(id=event.id, bytes=tap.last_bytes))
+        elif isinstance(event, FinalRequest):
+            trace.write(PromptBytes(id="final", bytes=tap.last_bytes))
 
     trace.subscribe(on_event)
     settings = ResearchSettings(research_timeout_sec=600, research_token_budget=16_384,
@@ -517,15 +518,16 @@ def estimate_figures(trace_paths: list[str | os.PathLike]) -> dict[str, Any]:
     request (research and final) whose usage was reported: median and p95 of
     estimate/measured, the fraction under-counted, and the largest
     bytes-per-token ratio that would not under-count any of them."""
+    from imprint_core.events import FinalSettled, PromptBytes, RequestSettled
     from imprint_core.trace import read_trace
     rows = []
     for p in trace_paths:
-        events = read_trace(p).events
-        sizes = {e["id"]: e["bytes"] for e in events if e["type"] == "prompt_bytes"}
-        for e in events:
-            if e["type"] in ("request_settled", "final_settled") and e.get("measured_prompt"):
-                key = e["id"] if e["type"] == "request_settled" else "final"
-                rows.append((e["estimated_prompt"], e["measured_prompt"], sizes.get(key)))
+        trace = read_trace(p)
+        sizes = {e.id: e.bytes for e in trace.of_type(PromptBytes)}
+        for e in trace.of_type(RequestSettled) + trace.of_type(FinalSettled):
+            if e.measured_prompt:
+                key = e.id if isinstance(e, RequestSettled) else "final"
+                rows.append((e.estimated_prompt, e.measured_prompt, sizes.get(key)))
     if not rows:
         return {"requests": 0}
     ratios = sorted(est / meas for est, meas, _ in rows)
@@ -563,11 +565,12 @@ def record_smoke(server_kind: str, out_dir: str | os.PathLike, *, base_url: str 
             for attempt in range(1, attempts + 1):
                 clock = MonotonicClock()
                 with TraceWriter(trace_path, clock, meta={"server": server_kind, "stream": stream}) as trace:
+                    calls = EventLog(trace)
                     rec = record_session(out / f"{name}.yaml", server_kind,
                                          lambda t: smoke_session(t, stream=stream, clock=clock, trace=trace),
                                          base_url=base_url, progress=progress)
                 result = rec.result
-                if result.rounds and any(e["type"] == "tool_call" for e in trace.events):
+                if result.rounds and calls.of_type("tool_call"):
                     break
                 progress(f"{name}: attempt {attempt} ran no tool round" + ("; recording again" if attempt < attempts
                                                                            else "; keeping it"))

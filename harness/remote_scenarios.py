@@ -127,14 +127,14 @@ def recorded_expect(trace_path: Path) -> dict:
         raise UserInputError(f"the recorded trace {trace_path} has no run_end: the session did not finish")
     end = ends[-1]
     settled = trace.of_type("request_settled")
-    events = {"request_settled[outcome=error]": sum(e.get("outcome") == "error" for e in settled),
-              "request_settled[outcome=cut]": sum(e.get("outcome") == "cut" for e in settled),
+    events = {"request_settled[outcome=error]": sum(e.outcome == "error" for e in settled),
+              "request_settled[outcome=cut]": sum(e.outcome == "cut" for e in settled),
               "final_settled": len(trace.of_type("final_settled")),
               "tool_call": len(trace.of_type("tool_call"))}
     if trace.of_type("empty_reply"):
         events["empty_reply"] = len(trace.of_type("empty_reply"))
     keys = ("stop_reason", "final_mode", "rounds", "requests", "reserved", "charged", "refunded")
-    return {k: end[k] for k in keys} | {"events": events}
+    return {k: getattr(end, k) for k in keys} | {"events": events}
 
 
 def pin_expect(path: Path, pinned: dict) -> None:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from imprint_core.errors import UserInputError
+from imprint_core.rounds import classify_round
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, PatienceRule
 from imprint_core.settings import atomic_write_text
+from imprint_core.events import RoundEnd, ToolResultRecorded
 from imprint_core.trace import read_trace
 
 ROUNDS_FORMAT = "imprint-rounds/1"
@@ -159,10 +161,7 @@ def round_progress(log: RoundLog, config: NoveltyConfig) -> list[tuple[str, bool
         # Evidence is what reads returned; writes and answers are not fingerprinted.
         judged = [tracker.judge(c.status, c.result, c.segments) for c in rnd.calls if c.kind == "read"]
         novelty = tracker.commit_round(judged)
-        kinds = {c.kind for c in rnd.calls}
-        asked = any(c.kind == "ask" and c.status == "ok" for c in rnd.calls)
-        kind = "write" if "write" in kinds else "ask" if "ask" in kinds else "read"
-        out.append((kind, novelty.progress or asked))
+        out.append(classify_round(((c.kind, c.status) for c in rnd.calls), novelty_progress=novelty.progress))
     return out
 
 
@@ -206,17 +205,17 @@ def trace_to_round_log(trace_path: str | Path) -> str:
     trace = read_trace(trace_path)
     rounds: dict[int, list[dict]] = {}
     for e in trace.events:
-        if e["type"] == "tool_result" and e.get("status") != "not_executed":
-            status = e["status"] if e["status"] in STATUSES else "error"
-            call = {"tool": e["tool"], "args": e.get("arguments") or {}, "kind": e["kind"], "status": status,
-                    "result": e.get("text") or ""}
-            if e.get("segments") is not None:
-                call["segments"] = e["segments"]
-            rounds.setdefault(int(e["round"]), []).append(call)
-        elif e["type"] == "round_end":
-            rounds.setdefault(int(e["round"]), [])
+        if isinstance(e, ToolResultRecorded) and e.status != "not_executed":
+            status = e.status if e.status in STATUSES else "error"
+            call = {"tool": e.tool, "args": e.arguments or {}, "kind": e.kind, "status": status,
+                    "result": e.text or ""}
+            if e.segments is not None:
+                call["segments"] = e.segments
+            rounds.setdefault(int(e.round), []).append(call)
+        elif isinstance(e, RoundEnd):
+            rounds.setdefault(int(e.round), [])
     header = {"format": ROUNDS_FORMAT, "source": f"imprint trace {Path(trace_path).name}",
-              "labels": {"scenario": trace.header.get("scenario")}}
+              "labels": {"scenario": trace.header.meta.get("scenario")}}
     lines = [json.dumps(header, ensure_ascii=False)]
     for n, number in enumerate(sorted(rounds), start=1):
         lines.append(json.dumps({"round": n, "calls": rounds[number]}, ensure_ascii=False))

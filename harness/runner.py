@@ -15,7 +15,8 @@ from imprint_core.loop import LoopConfig, ResearchLoop, ResearchResult
 from imprint_core.novelty import NoveltyConfig
 from imprint_core.providers.scripted import Chunk, ScriptedProvider, Turn
 from imprint_core.settings import ResearchSettings
-from imprint_core.trace import TraceWriter
+from imprint_core.events import Event, RunError
+from imprint_core.trace import EventLog, TraceWriter
 from imprint_core.types import CancelToken, Clock, Provider, ToolCall, Usage
 
 from .expectations import Failure, check
@@ -88,9 +89,8 @@ def build_provider(scn: Scenario, clock: Clock) -> Provider:
         return ScriptedProvider(_turns(spec.script), clock=clock, workers=_turns(spec.workers),
                                 final=_turns(spec.final), context_window=spec.context_window, counter=counter)
     if spec.kind == "local":
-        from imprint_core.providers.local import LocalProvider
-        from .models import ensure_model_dir
-        return LocalProvider(ensure_model_dir(), clock=clock, dtype=spec.dtype, context_window=spec.context_window,
+        from .models import load_local_provider
+        return load_local_provider(clock=clock, dtype=spec.dtype, context_window=spec.context_window,
                              tool_choice=spec.tool_choice, temperature=spec.temperature, seed=spec.seed)
     raise UserInputError(f"unknown provider kind {spec.kind!r}", file=scn.source, key="provider.kind")
 
@@ -122,8 +122,11 @@ def _cancel_token(scn: Scenario, clock: Clock, trace: TraceWriter) -> CancelToke
     token = CancelToken(clock)
     seen = [0]
 
-    def watch(event: dict) -> None:
-        if event.get("type") == spec.on_event and all(str(event.get(k)) == str(v) for k, v in spec.where.items()):
+    def watch(event: Event) -> None:
+        if event.TYPE != spec.on_event:
+            return
+        line = event.to_dict()
+        if all(str(line.get(k)) == str(v) for k, v in spec.where.items()):
             seen[0] += 1
             if seen[0] == spec.count:
                 token.cancel()
@@ -155,17 +158,18 @@ def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id:
     meta = {"scenario": scn.name, "file": scn.source, "run_id": run_id, "provider_kind": scn.provider.kind,
             "clock": scn.clock}
     trace = TraceWriter(trace_path, clock, meta=meta)
+    log = EventLog(trace)
     try:
         with contextlib.nullcontext(provider) if provider is not None else provider_session(scn, clock) as model:
             loop = ResearchLoop(model, build_tools(scn), settings, clock=clock, config=loop_config(scn), trace=trace,
                                 cancel=_cancel_token(scn, clock, trace), on_answer=on_answer)
             run.result = loop.run(scn.question)
-        run.failures = check(scn.expect, run.result, trace.events)
+        run.failures = check(scn.expect, run.result, [e.to_dict() for e in log.events])
     except UserInputError:
         raise
     except ImprintError as exc:  # a script that ran out, for instance: the scenario is wrong, not the loop
         run.error = f"{type(exc).__name__}: {exc}"
-        trace.emit("run_error", error=run.error)
+        trace.write(RunError(error=run.error))
     finally:
         trace.close()
         run.wall_seconds = time.perf_counter() - started

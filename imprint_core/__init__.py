@@ -5,12 +5,17 @@ from .clock import MonotonicClock, VirtualClock
 from .counting import DEFAULT_BYTES_PER_TOKEN, ByteEstimateCounter, RegexTokenCounter, common_prefix_len
 from .errors import (BudgetExceeded, ImprintError, ProviderError, ScriptExhausted, SettingsError,
                      TokenBudgetExceeded, ToolAbandoned, UserInputError)
-from .loop import Evidence, LoopConfig, ResearchLoop, ResearchResult, WORKER_TOOL
+from .events import EVENT_TYPES, Event, event_from_line
+from .files import atomic_write_text
+from .final import Evidence, FinalPlan
+from .loop import LoopConfig, ResearchLoop, ResearchResult, WORKER_TOOL
 from .novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule, normalize, segment
+from .requests import Collected, ModelCaller, Reply, collect
+from .rounds import classify_round
 from .providers.scripted import Chunk, ScriptedProvider, Turn, call
 from .settings import SPECS, ResearchSettings, Settings, SettingSpec, validate
 from .tools import FunctionTool, ToolExecutor
-from .trace import TRACE_FORMAT, Trace, TraceWriter, read_trace
+from .trace import TRACE_FORMAT, EventLog, Trace, TraceWriter, read_trace
 from .types import (CancelToken, Clock, Done, ErrorEvent, FinalMode, Message, ModelRequest, Provider,
                     ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
                     ToolOutput, ToolResult, ToolSpec, Usage, UsageEvent)

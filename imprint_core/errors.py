@@ -63,3 +63,7 @@ class UserInputError(ImprintError):
 
 class SettingsError(UserInputError):
     pass
+
+
+class ModelUnavailable(UserInputError):
+    """A local model folder that is missing or cannot be loaded."""

@@ -6,15 +6,17 @@ the transcript does not fit the context window, what is left of the research
 budget may condense the evidence first; if it still cannot fit (or the final
 request fails), the answer is the labelled evidence under a line saying why
 research stopped.
+
+Everything here works through a `ModelCaller` and the evidence, never the loop.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-from .types import FinalMode, Message, ModelRequest, StopReason
-
-if TYPE_CHECKING:
-    from .loop import Evidence, ResearchLoop
+from .events import Condensed, Fallback, FinalFit
+from .requests import ModelCaller
+from .types import FinalMode, Message, StopReason
 
 REASONS = {
     StopReason.TIME_BUDGET: "the research time budget ran out",
@@ -26,7 +28,33 @@ FINAL_INSTRUCTION = "Research has stopped because {why}. Answer the question now
 CONDENSE_SYSTEM = "Condense the evidence below into the facts that bear on the question. Keep sources."
 
 
-def fallback_text(stop: StopReason, evidence: "list[Evidence]", why_final: str) -> str:
+@dataclass
+class Evidence:
+    """The text a successful read returned, with where it came from."""
+    round: int
+    tool: str
+    arguments: dict[str, Any]
+    text: str
+
+    @property
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"{self.tool}({args}), round {self.round}"
+
+
+@dataclass(frozen=True)
+class FinalPlan:
+    """What the final step needs besides the caller and the transcript."""
+    question: str
+    evidence: Sequence[Evidence]
+    system_prompt: str
+    max_tokens: int               # chat.max_tokens
+    deadline_sec: float           # the final request's own deadline
+    condense_max_output: int      # output allowance of a condensing request
+    round: int = 0                # the round research stopped in (condensing requests are traced in it)
+
+
+def fallback_text(stop: StopReason, evidence: Sequence[Evidence], why_final: str) -> str:
     lines = [f"Research stopped because {REASONS.get(stop, stop.value)}; {why_final}. "
              f"The evidence gathered ({len(evidence)} item(s)), each labelled with its source:"]
     for i, ev in enumerate(evidence, start=1):
@@ -34,35 +62,64 @@ def fallback_text(stop: StopReason, evidence: "list[Evidence]", why_final: str) 
     return "\n".join(lines)
 
 
-def _fits(loop: "ResearchLoop", messages: list[Message]) -> tuple[bool, int]:
-    counter = loop.provider.counter
-    estimate = counter.to_tokens(len(counter.prompt_units(messages, [])))
-    return estimate + loop.settings.max_tokens <= loop.provider.context_window, estimate
+def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason,
+                 messages: list[Message]) -> tuple[str, FinalMode]:
+    why = REASONS.get(stop, stop.value)
+    final_msgs = messages + [Message("user", FINAL_INSTRUCTION.format(why=why))]
+    fits, estimate = _fits(caller, plan, final_msgs)
+    if not fits:
+        caller.trace.write(FinalFit(fits=False, estimated_prompt=estimate, max_tokens=plan.max_tokens,
+                                    context_window=caller.provider.context_window))
+        condensed = _condensed_messages(caller, plan, why) if plan.evidence else None
+        if caller.cancel.cancelled:  # cancelled while condensing: stop, no fallback
+            return "", FinalMode.CANCELLED
+        if condensed is None:
+            return _fallback(caller, plan, stop, "the final context could not fit the model's context window")
+        final_msgs = condensed
+        fits, estimate = _fits(caller, plan, final_msgs)
+        if not fits:
+            return _fallback(caller, plan, stop, "even the condensed evidence could not fit the model's context window")
+    reply = caller.final(final_msgs, max_tokens=plan.max_tokens, deadline_sec=plan.deadline_sec, estimate=estimate)
+    if reply.stop is StopReason.CANCELLED:
+        return "", FinalMode.CANCELLED
+    if reply.error is not None:
+        return _fallback(caller, plan, stop, f"the final request failed ({reply.error})")
+    if not reply.text.strip():
+        why_not = "the final request ran past its deadline" if reply.stop else "the final request returned no text"
+        return _fallback(caller, plan, stop, why_not)
+    if reply.stop is StopReason.TIME_BUDGET:
+        return (reply.text + f"\n\n[answer cut short: the final request reached its "
+                             f"{plan.deadline_sec:g}-second deadline]"), FinalMode.SYNTHESIZED
+    return reply.text, FinalMode.SYNTHESIZED
 
 
-def _condensed_messages(loop: "ResearchLoop", why: str) -> list[Message] | None:
+def _fits(caller: ModelCaller, plan: FinalPlan, messages: list[Message]) -> tuple[bool, int]:
+    estimate = caller.estimate(messages)
+    return estimate + plan.max_tokens <= caller.provider.context_window, estimate
+
+
+def _condense_prompt(plan: FinalPlan, items: list[str]) -> list[Message]:
+    return [Message("system", CONDENSE_SYSTEM), Message("user", plan.question + "\n\n" + "\n\n".join(items))]
+
+
+def _condensed_messages(caller: ModelCaller, plan: FinalPlan, why: str) -> list[Message] | None:
     """Spend what is left of the research budget on worker requests that
     condense the evidence in chunks; None when nothing could be condensed."""
-    window = loop.provider.context_window
-    room = window - loop.config.research_max_output_tokens
-    counter = loop.provider.counter
+    room = caller.provider.context_window - plan.condense_max_output
     chunks: list[list[str]] = [[]]
-    for ev in loop.evidence:
+    for ev in plan.evidence:
         candidate = chunks[-1] + [f"[{ev.label}]\n{ev.text}"]
-        msgs = [Message("system", CONDENSE_SYSTEM), Message("user", loop.question + "\n\n" + "\n\n".join(candidate))]
-        if chunks[-1] and counter.to_tokens(len(counter.prompt_units(msgs, []))) > room:
+        if chunks[-1] and caller.estimate(_condense_prompt(plan, candidate)) > room:
             chunks.append([candidate[-1]])
         else:
             chunks[-1] = candidate
     chunks = [c for c in chunks if c]
     notes: list[str] = []
     for i, chunk in enumerate(chunks):
-        msgs = [Message("system", CONDENSE_SYSTEM), Message("user", loop.question + "\n\n" + "\n\n".join(chunk))]
-        reply = loop.request(msgs, [], role="worker", context_id=f"condense-{i}",
-                             max_output=loop.config.research_max_output_tokens)
-        loop.trace.emit("condense", chunk=i, items=len(chunk), ok=reply.stop is None and reply.error is None,
-                        detail=reply.detail)
-        if reply.stop is not None or reply.error is not None or not reply.text.strip():
+        reply = caller.research(_condense_prompt(plan, chunk), [], role="worker", context_id=f"condense-{i}",
+                                max_output=plan.condense_max_output, round=plan.round)
+        caller.trace.write(Condensed(chunk=i, items=len(chunk), ok=not reply.failed, detail=reply.detail))
+        if reply.failed or not reply.text.strip():
             break
         notes.append(reply.text)
     if not notes:
@@ -71,57 +128,11 @@ def _condensed_messages(loop: "ResearchLoop", why: str) -> list[Message] | None:
     # context never silently drops evidence (if it no longer fits, the
     # labelled fallback carries all of it).
     raw = [item for chunk in chunks[len(notes):] for item in chunk]
-    return [Message("system", loop.config.system_prompt),
-            Message("user", loop.question + "\n\nCondensed evidence:\n" + "\n\n".join(notes + raw)
+    return [Message("system", plan.system_prompt),
+            Message("user", plan.question + "\n\nCondensed evidence:\n" + "\n\n".join(notes + raw)
                     + "\n\n" + FINAL_INSTRUCTION.format(why=why))]
 
 
-def final_answer(loop: "ResearchLoop", stop: StopReason, detail: str, messages: list[Message]) -> tuple[str, FinalMode]:
-    why = REASONS.get(stop, stop.value)
-    final_msgs = messages + [Message("user", FINAL_INSTRUCTION.format(why=why))]
-    fits, estimate = _fits(loop, final_msgs)
-    if not fits:
-        loop.trace.emit("final_context", fits=False, estimated_prompt=estimate, max_tokens=loop.settings.max_tokens,
-                        context_window=loop.provider.context_window)
-        condensed = _condensed_messages(loop, why) if loop.evidence else None
-        if loop.cancel.cancelled:  # cancelled while condensing: stop, no fallback
-            return "", FinalMode.CANCELLED
-        if condensed is None:
-            return _fallback(loop, stop, "the final context could not fit the model's context window")
-        final_msgs = condensed
-        fits, estimate = _fits(loop, final_msgs)
-        if not fits:
-            return _fallback(loop, stop, "even the condensed evidence could not fit the model's context window")
-    if loop.cancel.cancelled:
-        return "", FinalMode.CANCELLED
-    from .loop import _output_units
-    counter = loop.provider.counter
-    deadline = loop.clock.now() + loop.config.final_deadline_sec
-    req = ModelRequest(final_msgs, [], loop.settings.max_tokens, deadline, loop.cancel, context_id="final",
-                       role="final")
-    loop.trace.emit("final_request", estimated_prompt=estimate, max_tokens=loop.settings.max_tokens,
-                    deadline=deadline)
-    text, calls, usage, interrupted, error = loop._stream(req, deadline)
-    units = _output_units(counter, usage, text, [])
-    outcome = "error" if error else "cut" if interrupted else "ok"
-    record = loop.ledger.record_final(counter=counter, estimated_prompt=estimate, max_output=loop.settings.max_tokens,
-                                      output_units=units, outcome=outcome, usage=usage)
-    loop.trace.emit("final_settled", **record.to_dict(), error=str(error) if error else None,
-                    interrupted=interrupted.value if interrupted else None)
-    if interrupted is StopReason.CANCELLED:
-        return "", FinalMode.CANCELLED
-    if error is not None:
-        return _fallback(loop, stop, f"the final request failed ({error})")
-    if not text.strip():
-        why_not = "the final request ran past its deadline" if interrupted else "the final request returned no text"
-        return _fallback(loop, stop, why_not)
-    if interrupted is StopReason.TIME_BUDGET:
-        text += (f"\n\n[answer cut short: the final request reached its "
-                 f"{loop.config.final_deadline_sec:g}-second deadline]")
-    return text, FinalMode.SYNTHESIZED
-
-
-def _fallback(loop: "ResearchLoop", stop: StopReason, why_final: str) -> tuple[str, FinalMode]:
-    text = fallback_text(stop, loop.evidence, why_final)
-    loop.trace.emit("fallback", reason=why_final, evidence=len(loop.evidence))
-    return text, FinalMode.FALLBACK
+def _fallback(caller: ModelCaller, plan: FinalPlan, stop: StopReason, why_final: str) -> tuple[str, FinalMode]:
+    caller.trace.write(Fallback(reason=why_final, evidence=len(plan.evidence)))
+    return fallback_text(stop, plan.evidence, why_final), FinalMode.FALLBACK

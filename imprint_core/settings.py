@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import SettingsError
+from .files import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -95,10 +95,10 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
 @dataclass(frozen=True)
 class ResearchSettings:
     """The resolved values one run uses; immutable for the run's duration."""
-    research_timeout_sec: int = 300
-    research_token_budget: int = 65_536
-    research_no_progress_rounds: int = 4
-    max_tokens: int = 1_024
+    research_timeout_sec: int = SPECS["chat.research_timeout_sec"].default
+    research_token_budget: int = SPECS["chat.research_token_budget"].default
+    research_no_progress_rounds: int = SPECS["chat.research_no_progress_rounds"].default
+    max_tokens: int = SPECS["chat.max_tokens"].default
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, source: str | None = None) -> "ResearchSettings":
@@ -206,22 +206,3 @@ class Settings:
                 continue
             values[k] = validate(k, v)
         return ResearchSettings.from_mapping(values)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write beside the target, fsync, then rename over it: a reader (or a
-    crash) sees the old file or the new one, never half of either."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise

@@ -1,8 +1,9 @@
 """Trace files: JSON Lines, a versioned header, whole lines only.
 
-Every line has `type`, `t` (the run's clock) and `wall` (UTC). Lines are
-built in memory and written with one write and a flush, so a crash leaves at
-most an incomplete last line, which the reader reports instead of failing.
+`TraceWriter` stamps each typed event (`events.py`) with the run's clock and
+UTC, writes it as one line with one write and a flush, and keeps nothing:
+a crash leaves at most an incomplete last line, which `read_trace` reports
+instead of failing. Whoever wants the events in memory subscribes.
 """
 from __future__ import annotations
 
@@ -11,36 +12,26 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, TypeVar
 
 from .clock import wall_time
 from .errors import UserInputError
+from .events import EVENT_TYPES, TRACE_FORMAT, Event, Header, event_from_line
 from .types import Clock
 
-TRACE_FORMAT = "imprint-trace/1"
-
-
-def _default(o: Any) -> Any:
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    if hasattr(o, "value"):  # enums
-        return o.value
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    if isinstance(o, bytes):
-        return o.decode("utf-8", errors="replace")
-    return str(o)
+E = TypeVar("E", bound=Event)
 
 
 class TraceWriter:
-    """Appends events to a JSONL file (or any text stream). Thread-safe."""
+    """Streams events to a JSONL file (or any text stream, or nowhere).
+    Thread-safe; holds no events."""
 
     def __init__(self, target: str | os.PathLike | IO[str] | None, clock: Clock, *, meta: dict | None = None):
         self.clock = clock
         self._lock = threading.Lock()
         self._own = False
         self.path: Path | None = None
-        self._listeners: list[Callable[[dict], None]] = []
+        self._listeners: list[Callable[[Event], None]] = []
         if target is None:
             self._fh: IO[str] | None = None
         elif hasattr(target, "write"):
@@ -50,21 +41,21 @@ class TraceWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "w", encoding="utf-8")
             self._own = True
-        self.events: list[dict] = []
-        self.emit("header", format=TRACE_FORMAT, **(meta or {}))
+        self.header = self.write(Header(meta=dict(meta or {})))
 
-    def subscribe(self, fn: Callable[[dict], None]) -> None:
-        """Called after each event is written (the harness cancels on events)."""
+    def subscribe(self, fn: Callable[[Event], None]) -> None:
+        """Called with each stamped event after it is written (the harness
+        collects or cancels on events)."""
         self._listeners.append(fn)
 
-    def emit(self, type: str, **data: Any) -> dict:
-        event = {"type": type, "t": round(self.clock.now(), 6), "wall": wall_time(), **data}
-        line = json.dumps(event, ensure_ascii=False, default=_default) + "\n"
-        with self._lock:
-            self.events.append(event)
-            if self._fh is not None:
-                self._fh.write(line)
-                self._fh.flush()
+    def write(self, event: E) -> E:
+        event = event.stamped(round(self.clock.now(), 6), wall_time())  # type: ignore[assignment]
+        if self._fh is not None:
+            line = json.dumps(event.to_dict(), ensure_ascii=False, default=_default) + "\n"
+            with self._lock:
+                if self._fh is not None:
+                    self._fh.write(line)
+                    self._fh.flush()
         for fn in self._listeners:
             fn(event)
         return event
@@ -84,21 +75,53 @@ class TraceWriter:
         self.close()
 
 
+class EventLog:
+    """Subscribe one to a writer to keep its events in memory (tests, the
+    scenario runner's expectations)."""
+
+    def __init__(self, writer: TraceWriter | None = None):
+        self.events: list[Event] = []
+        if writer is not None:
+            self.events.append(writer.header)
+            writer.subscribe(self.events.append)
+
+    def of_type(self, kind: type[E] | str) -> list[E]:
+        return _of_type(self.events, kind)
+
+
+def _of_type(events: list[Event], kind: type[E] | str) -> list[E]:
+    """Events of one type, named by class or by the `type` of its line."""
+    cls = EVENT_TYPES[kind] if isinstance(kind, str) else kind
+    return [e for e in events if type(e) is cls]  # type: ignore[misc]
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if hasattr(o, "value"):  # enums
+        return o.value
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, bytes):
+        return o.decode("utf-8", errors="replace")
+    return str(o)
+
+
 @dataclass
 class Trace:
     path: str
-    header: dict
-    events: list[dict]
+    header: Header
+    events: list[Event]
     warnings: list[str] = field(default_factory=list)
 
-    def of_type(self, type: str) -> list[dict]:
-        return [e for e in self.events if e.get("type") == type]
+    def of_type(self, kind: type[E] | str) -> list[E]:
+        return _of_type(self.events, kind)
 
 
 def read_trace(path: str | os.PathLike) -> Trace:
-    """Read a trace. A truncated last line (a crash mid-write) is dropped and
-    reported in `warnings`; any other malformed line is a UserInputError
-    naming the file and line."""
+    """Read a trace into typed events. A truncated last line (a crash
+    mid-write) is dropped and reported in `warnings`; any other malformed
+    line is a UserInputError naming the file, line and key."""
     p = str(path)
     try:
         raw = Path(p).read_bytes()
@@ -106,26 +129,37 @@ def read_trace(path: str | os.PathLike) -> Trace:
         raise UserInputError(f"cannot read trace: {exc.strerror}", file=p) from None
     lines = raw.split(b"\n")
     complete_tail = raw.endswith(b"\n")
-    events: list[dict] = []
+    events: list[Event] = []
     warnings: list[str] = []
     for no, rawline in enumerate(lines, start=1):
         if not rawline.strip():
             continue
         last = no == len(lines) and not complete_tail
         try:
-            event = json.loads(rawline.decode("utf-8"))
-            if not isinstance(event, dict) or "type" not in event:
+            data = json.loads(rawline.decode("utf-8"))
+            if not isinstance(data, dict) or "type" not in data:
                 raise ValueError("a trace line must be an object with a 'type'")
         except (ValueError, UnicodeDecodeError) as exc:
             if last:
                 warnings.append(f"{p}:{no}: last line is incomplete (the run was interrupted); ignored")
                 break
             raise UserInputError(f"not a trace line: {exc}", file=p, line=no) from None
-        events.append(event)
-    if not events or events[0].get("type") != "header":
+        if no == 1 or not events:
+            if data.get("type") != "header":
+                raise UserInputError("no trace header", file=p, line=no, key="type",
+                                     expected="'header' on the first line")
+            if data.get("format") != TRACE_FORMAT:
+                raise UserInputError(f"unsupported trace format {data.get('format')!r}", file=p, line=no,
+                                     key="format", expected=TRACE_FORMAT)
+        try:
+            events.append(event_from_line(data))
+        except KeyError as exc:
+            raise UserInputError(f"a {data['type']!r} line lacks a field", file=p, line=no, key=exc.args[0]) from None
+        except LookupError:
+            raise UserInputError(f"unknown event type {data['type']!r}", file=p, line=no, key="type",
+                                 expected="one of " + ", ".join(EVENT_TYPES)) from None
+        except TypeError as exc:
+            raise UserInputError(f"a {data['type']!r} line does not fit its type ({exc})", file=p, line=no) from None
+    if not events:
         raise UserInputError("no trace header", file=p, line=1, key="type", expected="'header' on the first line")
-    header = events[0]
-    if header.get("format") != TRACE_FORMAT:
-        raise UserInputError(f"unsupported trace format {header.get('format')!r}", file=p, line=1, key="format",
-                             expected=TRACE_FORMAT)
-    return Trace(p, header, events[1:], warnings)
+    return Trace(p, events[0], events[1:], warnings)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from imprint_core import (CancelToken, FunctionTool, LoopConfig, ResearchLoop, ResearchSettings, ScriptedProvider,
+from imprint_core import (CancelToken, EventLog, FunctionTool, LoopConfig, ResearchLoop, ResearchSettings, ScriptedProvider,
                           ToolContext, ToolOutput, ToolSpec, TraceWriter, Turn, VirtualClock, call)
 
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "fe", "gu", "ho", "ji", "bo"]
@@ -104,6 +104,7 @@ class Run:
     provider: ScriptedProvider
     clock: VirtualClock
     trace: TraceWriter
+    log: EventLog
     answers: list = field(default_factory=list)
 
     def run(self, question: str = "What is known?"):
@@ -112,8 +113,8 @@ class Run:
     def requests(self, role: str) -> list:
         return [r for r in self.provider.requests if r.role == role]
 
-    def events(self, type: str) -> list[dict]:
-        return [e for e in self.trace.events if e["type"] == type]
+    def events(self, type: str) -> list:
+        return self.log.of_type(type)
 
 
 def make_run(turns, tools: Sequence = (), *, clock: VirtualClock | None = None,
@@ -127,7 +128,7 @@ def make_run(turns, tools: Sequence = (), *, clock: VirtualClock | None = None,
     answers: list = []
     loop = ResearchLoop(provider, list(tools), st or ResearchSettings(), clock=clock, config=config, trace=trace,
                         cancel=cancel, on_answer=lambda text, mode: answers.append((text, mode)))
-    return Run(loop, provider, clock, trace, answers)
+    return Run(loop, provider, clock, trace, EventLog(trace), answers)
 
 
 def assert_protocol_complete(result, trace_events: list[dict] | None = None) -> None:
@@ -149,7 +150,7 @@ def assert_protocol_complete(result, trace_events: list[dict] | None = None) -> 
     assert sorted(all_ids) == sorted(tool_ids)
     assert len(set(all_ids)) == len(all_ids)
     if trace_events is not None:
-        traced = [e["call_id"] for e in trace_events if e["type"] == "tool_result"]
+        traced = [e.call_id for e in trace_events if e.TYPE == "tool_result"]
         assert sorted(traced) == sorted(all_ids)
 
 
@@ -164,4 +165,4 @@ def endless(fn: Callable[[int], Any], limit: int = 400):
 
 
 def patience_counters(run: "Run") -> list[int]:
-    return [e["patience_counter"] for e in run.events("round_end")]
+    return [e.patience_counter for e in run.events("round_end")]

@@ -22,7 +22,7 @@ def test_retry_after_within_the_deadline_is_honoured() -> None:
     run = make_run([Turn(error=busy), Turn(text="fine")], [read_tool()])
     result = run.run()
     assert result.stop_reason is StopReason.ANSWERED and run.clock.now() == 5
-    assert [e["wait"] for e in run.events("request_retry")] == [5]
+    assert [e.wait for e in run.events("request_retry")] == [5]
 
 
 def test_partial_condensing_keeps_the_rest_of_the_evidence() -> None:
@@ -39,12 +39,12 @@ def test_partial_condensing_keeps_the_rest_of_the_evidence() -> None:
         return run, run.run()
 
     run, result = run_with(2_500)
-    assert [(e["chunk"], e["ok"]) for e in run.events("condense")] == [(0, True), (1, False)]
+    assert [(e.chunk, e.ok) for e in run.events("condense")] == [(0, True), (1, False)]
     assert result.final_mode is FinalMode.FALLBACK and not run.requests("final")
     assert all(t in result.answer for t in texts.values())
     # With budget for both chunks the condensed notes fit and the final answers.
     run, result = run_with(3_500)
-    assert [e["ok"] for e in run.events("condense")] == [True, True]
+    assert [e.ok for e in run.events("condense")] == [True, True]
     assert result.final_mode is FinalMode.SYNTHESIZED and len(run.requests("final")) == 1
 
 

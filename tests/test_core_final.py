@@ -24,10 +24,10 @@ def test_reserved_synthesis_runs_with_the_research_budget_spent():
     assert ledger.totals.left < 4_096  # the final allowance alone would not fit what is left
     (final,) = run.requests("final")
     assert final.tools == [] and final.max_output_tokens == 4_096 and final.role == "final"
-    assert final.deadline == run.events("final_request")[0]["t"] + 120
+    assert final.deadline == run.events("final_request")[0].t + 120
     assert "research token budget ran out" in final.messages[-1].content
     # not reserved against the research budget, but recorded
-    assert (ledger.totals.reserved, ledger.totals.charged) == (stop["reserved"], stop["charged"])
+    assert (ledger.totals.reserved, ledger.totals.charged) == (stop.reserved, stop.charged)
     assert [r.role for r in result.records] == ["coordinator"] * result.research_requests
     (rec,) = result.final_records
     assert rec.reserved == rec.charged == rec.refunded == 0 and rec.measured_output is not None
@@ -35,9 +35,9 @@ def test_reserved_synthesis_runs_with_the_research_budget_spent():
     assert result.final_mode is FinalMode.SYNTHESIZED and result.answer == FINAL_TEXT
     assert run.answers == [(FINAL_TEXT, FinalMode.SYNTHESIZED)]
     assert result.messages[-1] == Message("assistant", FINAL_TEXT)
-    assert run.events("answer")[0]["text"] == FINAL_TEXT
+    assert run.events("answer")[0].text == FINAL_TEXT
     (settled,) = run.events("final_settled")
-    assert settled["reserved"] == 0 and settled["outcome"] == "ok" and settled["measured_output"] is not None
+    assert settled.reserved == 0 and settled.outcome == "ok" and settled.measured_output is not None
 
 
 def test_context_full_stops_before_sending_the_request_that_does_not_fit():
@@ -90,9 +90,9 @@ def test_fallback_when_the_final_context_cannot_fit_and_its_persistence(tmp_path
     assert result.messages[-1] == Message("assistant", text)
     tr = read_trace(path)
     (answer,) = tr.of_type("answer")
-    assert answer["mode"] == "fallback" and answer["text"] == text
-    assert tr.of_type("fallback")[0]["evidence"] == 4
-    assert tr.of_type("run_end")[0]["final_mode"] == "fallback"
+    assert answer.mode == "fallback" and answer.text == text
+    assert tr.of_type("fallback")[0].evidence == 4
+    assert tr.of_type("run_end")[0].final_mode == "fallback"
 
 
 def test_fallback_when_condensing_has_no_budget_left():
@@ -102,7 +102,7 @@ def test_fallback_when_condensing_has_no_budget_left():
     result = run.run()
     assert result.stop_reason is StopReason.TOKEN_BUDGET and result.final_mode is FinalMode.FALLBACK
     assert run.requests("final") == [] and run.requests("worker") == []
-    assert [e["ok"] for e in run.events("condense")] == [False]
+    assert [e.ok for e in run.events("condense")] == [False]
     assert "search(q='t0'), round 1" in result.answer and result.evidence[0].text in result.answer
     assert run.answers == [(result.answer, FinalMode.FALLBACK)]
 
@@ -116,7 +116,7 @@ def test_condensing_path_when_the_budget_allows():
     run.provider._sources["coordinator"] = endless(lambda i: plan[i])
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS
-    assert run.events("final_context")[0]["fits"] is False
+    assert run.events("final_context")[0].fits is False
     (worker,) = run.requests("worker")
     for topic in "abc":
         assert doc(topic, 60) in worker.messages[-1].content  # all evidence went to the condenser
@@ -133,7 +133,7 @@ def test_final_request_has_its_own_120_second_deadline():
     run = make_run(endless(lambda i: searches("same")), [read_tool()], st=settings(research_no_progress_rounds=2),
                    final=final)
     result = run.run()
-    start = run.events("final_request")[0]["t"]
+    start = run.events("final_request")[0].t
     assert run.requests("final")[0].deadline == start + 120
     # cut at the deadline (a provider that honours it) or at the first chunk past it
     assert start + 120 <= run.clock.now() <= start + 130
@@ -170,7 +170,7 @@ def test_cancel_during_the_final_request():
     assert result.final_mode is FinalMode.CANCELLED and result.answer == ""
     assert 7 <= clock.now() <= 10  # stopped at the cancel or the first chunk after it
     assert run.answers == [] and result.messages[-1].role == "tool"
-    assert run.events("answer")[0]["mode"] == "cancelled"
+    assert run.events("answer")[0].mode == "cancelled"
     assert result.final_records[0].outcome == "cut"
 
 
@@ -182,7 +182,7 @@ def test_cancel_while_condensing_cancels_the_final_stage():
                    workers=[Turn(chunks=[Chunk("condensed ", 5), Chunk("notes", 5)])], final=[FINAL_TEXT],
                    cancel=CancelToken(clock, at=3))
     result = run.run()
-    assert run.events("final_context")[0]["fits"] is False
+    assert run.events("final_context")[0].fits is False
     assert len(run.requests("worker")) == 1
     assert result.final_mode is FinalMode.CANCELLED and result.answer == ""
     assert run.requests("final") == [] and run.answers == []

@@ -31,9 +31,9 @@ def test_research_continues_past_12_rounds_while_evidence_is_new(tmp_path, polic
     assert len(run.requests("coordinator")) == 31 and result.research_requests == 31
     assert run.requests("final") == []
     assert result.rounds == 31 and len(result.evidence) == 30
-    assert all(e["progress"] for e in run.events("round_end")) and len(run.events("round_end")) == 30
+    assert all(e.progress for e in run.events("round_end")) and len(run.events("round_end")) == 30
     assert result.charged <= budget
-    assert_protocol_complete(result, run.trace.events)
+    assert_protocol_complete(result, run.log.events)
 
 
 def test_a_normal_answer_completes_at_once():
@@ -45,7 +45,7 @@ def test_a_normal_answer_completes_at_once():
     assert result.research_requests == 1 and result.final_records == []
     assert run.answers == [("The answer.", FinalMode.ANSWERED)]
     assert result.messages[-1] == Message("assistant", "The answer.")
-    assert [e["type"] for e in run.trace.events][-3:] == ["stop", "answer", "run_end"]
+    assert [e.TYPE for e in run.log.events][-3:] == ["stop", "answer", "run_end"]
 
 
 
@@ -58,8 +58,8 @@ def test_an_empty_reply_is_a_round_without_evidence_not_an_answer(empty):
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS and result.final_mode is FinalMode.SYNTHESIZED
     assert result.answer == "Synthesized." and result.rounds == 3
-    assert [e["round"] for e in run.events("empty_reply")] == [2, 3]
-    assert [e["kind"] for e in run.events("round_end")] == ["read", "error", "error"]
+    assert [e.round for e in run.events("empty_reply")] == [2, 3]
+    assert [e.kind for e in run.events("round_end")] == ["read", "error", "error"]
     assert patience_counters(run) == [0, 1, 2]
     assert all(m.role != "assistant" or m.content or m.tool_calls for m in result.messages)
 
@@ -83,7 +83,7 @@ def test_alternating_cycles_stop(cycle):
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS
     assert result.rounds == len(cycle) + 4
-    assert [e["progress"] for e in run.events("round_end")] == [True] * len(cycle) + [False] * 4
+    assert [e.progress for e in run.events("round_end")] == [True] * len(cycle) + [False] * 4
 
 
 def test_reordered_rescored_retimed_results_from_changed_queries_are_not_progress():
@@ -100,7 +100,7 @@ def test_reordered_rescored_retimed_results_from_changed_queries_are_not_progres
                    st=settings(research_no_progress_rounds=3))
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 4
-    assert [e["progress"] for e in run.events("round_end")] == [True, False, False, False]
+    assert [e.progress for e in run.events("round_end")] == [True, False, False, False]
     queries = [c.arguments["q"] for m in result.messages for c in m.tool_calls]
     assert len(set(queries)) == 4  # every query was different
 
@@ -124,7 +124,7 @@ def test_changing_errors_and_empty_reads_do_not_reset_patience():
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 6
     assert patience_counters(run) == [0, 1, 2, 3, 4, 5]
-    statuses = [e["status"] for e in run.events("tool_result")]
+    statuses = [e.status for e in run.events("tool_result")]
     assert statuses == ["ok", "error", "empty", "error", "empty", "error"]
     assert [ev.tool for ev in result.evidence] == ["search"]  # errors and empty reads are not evidence
 
@@ -152,7 +152,7 @@ def test_write_rounds_neither_count_nor_reset_patience():
     writer = write_tool()
     run = make_run(endless(lambda i: plan[i]), [read_tool(), writer], st=settings(research_no_progress_rounds=3))
     result = run.run()
-    assert [(e["kind"], e["patience_counter"]) for e in run.events("round_end")] == [
+    assert [(e.kind, e.patience_counter) for e in run.events("round_end")] == [
         ("read", 0), ("read", 1), ("write", 1), ("write", 1), ("write", 1), ("read", 2), ("write", 2), ("read", 3)]
     assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 8
     assert len(writer.recorder.calls) == 4 and len(result.writes) == 4
@@ -181,7 +181,7 @@ def test_identical_writes_all_execute_and_are_never_retried():
     assert [w.status for w in result.writes] == ["ok", "ok", "ok", "error", "ok", "ok"]
     assert "disk full" in result.writes[3].text
     assert result.stop_reason is StopReason.ANSWERED
-    assert_protocol_complete(result, run.trace.events)
+    assert_protocol_complete(result, run.log.events)
 
 
 def test_endless_identical_writes_are_stopped_by_the_token_budget():
@@ -211,12 +211,12 @@ def test_token_stop_request_that_does_not_fit_is_never_sent(policy):
     sent = run.requests("coordinator")
     assert len(sent) == result.research_requests == len(run.events("request_reserved")) == result.rounds
     exhausted = run.events("budget_exhausted")
-    assert len(exhausted) == 1 and exhausted[0]["used"] + exhausted[0]["requested"] > 2_000
+    assert len(exhausted) == 1 and exhausted[0].used + exhausted[0].requested > 2_000
     # the refused reservation is exactly the next prompt plus the full output allowance
     ctr = run.provider.counter
     research_msgs = result.messages[:-1]
     estimate = ctr.to_tokens(len(ctr.prompt_units(research_msgs, run.loop.tool_specs)))
-    assert exhausted[0]["requested"] == estimate + 512
+    assert exhausted[0].requested == estimate + 512
     assert result.charged <= 2_000
     if policy == "reserve":
         assert result.refunded == 0 and result.charged == result.reserved
@@ -251,8 +251,8 @@ def test_deadline_during_a_stream_cuts_it():
     cut = result.records[-1]
     assert cut.outcome == "cut" and cut.output_tokens > 0 and cut.charged >= cut.output_tokens
     final = run.requests("final")[0]
-    assert 10 <= run.events("stop")[0]["t"] <= 12  # the stream stopped at (or right after) the deadline
-    assert final.deadline == run.events("final_request")[0]["t"] + 120
+    assert 10 <= run.events("stop")[0].t <= 12  # the stream stopped at (or right after) the deadline
+    assert final.deadline == run.events("final_request")[0].t + 120
     assert final.tools == [] and final.max_output_tokens == 1024
     assert result.final_mode is FinalMode.SYNTHESIZED
     assert not any(c.name == "search" and c.arguments == {"q": "never"} for m in result.messages for c in m.tool_calls)
@@ -268,12 +268,12 @@ def test_deadline_before_a_tool_leaves_later_calls_not_executed():
     result = run.run()
     assert result.stop_reason is StopReason.TIME_BUDGET
     assert slow.recorder.times == [(0, 12)] and fast.recorder.calls == [] and writer.recorder.calls == []
-    statuses = [(e["tool"], e["status"]) for e in run.events("tool_result")]
+    statuses = [(e.tool, e.status) for e in run.events("tool_result")]
     assert statuses == [("fetch", "ok"), ("search", "not_executed"), ("save_note", "not_executed")]
     tool_msgs = [m for m in result.messages if m.role == "tool"]
     assert [m.content.startswith("not executed") for m in tool_msgs] == [False, True, True]
     assert len(run.requests("coordinator")) == 1
-    assert_protocol_complete(result, run.trace.events)
+    assert_protocol_complete(result, run.log.events)
 
 
 def test_blocking_tool_running_at_the_deadline_returns_and_nothing_more_starts():
@@ -282,8 +282,8 @@ def test_blocking_tool_running_at_the_deadline_returns_and_nothing_more_starts()
                    st=settings(research_timeout_sec=10), final=["Synthesized."])
     result = run.run()
     assert result.stop_reason is StopReason.TIME_BUDGET and result.rounds == 2
-    fetched = [e for e in run.events("tool_result") if e["tool"] == "fetch"][0]
-    assert fetched["status"] == "ok" and fetched["after_deadline"] and fetched["finished"] == 25
+    fetched = [e for e in run.events("tool_result") if e.tool == "fetch"][0]
+    assert fetched.status == "ok" and fetched.after_deadline and fetched.finished == 25
     assert [ev.tool for ev in result.evidence] == ["search", "fetch"]  # its result is kept
     assert len(run.requests("coordinator")) == 2 and len(run.requests("final")) == 1
     assert run.requests("final")[0].deadline == 25 + 120
@@ -295,9 +295,9 @@ def test_background_read_is_abandoned_at_the_deadline():
                    st=settings(research_timeout_sec=10))
     result = run.run()
     assert bg.recorder.times == [(0, 10)]
-    assert [e["status"] for e in run.events("tool_result")] == ["error", "not_executed"]
+    assert [e.status for e in run.events("tool_result")] == ["error", "not_executed"]
     assert result.stop_reason is StopReason.TIME_BUDGET
-    assert_protocol_complete(result, run.trace.events)
+    assert_protocol_complete(result, run.log.events)
 
 
 def test_write_running_at_the_deadline_is_awaited():
@@ -307,7 +307,7 @@ def test_write_running_at_the_deadline_is_awaited():
     result = run.run()
     assert writer.recorder.times == [(0, 40)]
     assert [w.status for w in result.writes] == ["ok"]
-    assert [e["status"] for e in run.events("tool_result")] == ["ok", "not_executed"]
+    assert [e.status for e in run.events("tool_result")] == ["ok", "not_executed"]
     assert result.stop_reason is StopReason.TIME_BUDGET
 
 
@@ -315,7 +315,7 @@ def test_time_budget_counts_from_run_start_not_setup():
     clock = VirtualClock(1000.0)  # setup took 1000 s before the run
     run = make_run([searches("a"), "done"], [read_tool()], clock=clock, st=settings(research_timeout_sec=10))
     assert run.run().stop_reason is StopReason.ANSWERED
-    assert run.events("run_start")[0]["deadline"] == 1010
+    assert run.events("run_start")[0].deadline == 1010
 
 
 # ---- cancellation -----------------------------------------------------------------------
@@ -330,7 +330,7 @@ def test_cancel_during_a_stream():
     assert result.answer == "" and run.answers == [] and run.requests("final") == []
     assert 5 <= clock.now() <= 6 and reader.recorder.calls == [{"q": "a"}]
     assert result.records[-1].outcome == "cut"
-    assert run.events("answer")[0]["mode"] == "cancelled"
+    assert run.events("answer")[0].mode == "cancelled"
 
 
 def test_cancel_during_a_background_tool():
@@ -342,9 +342,9 @@ def test_cancel_during_a_background_tool():
     result = run.run()
     assert result.stop_reason is StopReason.CANCELLED and result.final_mode is FinalMode.CANCELLED
     assert bg.recorder.times == [(0, 5)] and other.recorder.calls == [{"q": "a"}]
-    assert [e["status"] for e in run.events("tool_result")] == ["ok", "error", "not_executed"]
+    assert [e.status for e in run.events("tool_result")] == ["ok", "error", "not_executed"]
     assert len(run.provider.requests) == 2 and run.answers == []
-    assert_protocol_complete(result, run.trace.events)
+    assert_protocol_complete(result, run.log.events)
 
 
 def test_cancel_during_a_write_waits_for_it():
@@ -376,11 +376,11 @@ def test_ask_pauses_the_clock_and_its_answer_resets_patience():
     result = run.run()
     assert patience_counters(run) == [0, 1, 2, 0, 1, 2, 3]  # without the reset it would stop at round 4
     assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 7
-    deadlines = [e["deadline"] for e in run.events("round_end")]
+    deadlines = [e.deadline for e in run.events("round_end")]
     assert deadlines[:3] == [300] * 3 and deadlines[3:] == [1300] * 4
-    assert run.events("run_end")[0]["paused"] == 1000
-    asked = [e for e in run.events("tool_result") if e["tool"] == "ask_user"][0]
-    assert not asked["after_deadline"]
+    assert run.events("run_end")[0].paused == 1000
+    asked = [e for e in run.events("tool_result") if e.tool == "ask_user"][0]
+    assert not asked.after_deadline
 
 
 def test_ask_wait_longer_than_the_budget_does_not_expire_it():
@@ -424,10 +424,10 @@ def test_every_section_worker_request_is_charged(policy):
         else:
             assert rec.charged == rec.reserved
     assert len({r.context_id for r in worker_records}) == 6
-    assert len([e for e in run.events("request_reserved") if e["role"] == "worker"]) == 6
+    assert len([e for e in run.events("request_reserved") if e.role == "worker"]) == 6
     assert result.charged == sum(r.charged for r in result.records)
     assert run.loop.ledger.totals.charged == result.charged
-    assert [e["progress"] for e in run.events("round_end")] == [True, False]
+    assert [e.progress for e in run.events("round_end")] == [True, False]
     assert len(result.evidence) == 2 and "Notes on prices" in result.evidence[0].text
 
 
@@ -449,8 +449,8 @@ def test_section_workers_that_do_not_fit_the_budget_are_not_sent():
     assert 0 < len(workers) < 8
     assert len([r for r in result.records if r.role == "worker"]) == len(workers)
     assert run.loop.ledger.totals.committed <= 3_000
-    out = [e for e in run.events("tool_result") if e["tool"] == "delegate_sections"][0]
-    assert out["status"] == "ok"
+    out = [e for e in run.events("tool_result") if e.tool == "delegate_sections"][0]
+    assert out.status == "ok"
 
 
 # ---- retries -----------------------------------------------------------------------------
@@ -461,7 +461,7 @@ def test_retry_after_is_honoured_within_the_deadline():
     assert result.stop_reason is StopReason.ANSWERED and run.clock.now() == 7
     assert [r.outcome for r in result.records] == ["unsent", "ok"]
     assert result.records[0].charged == 0 and result.records[0].refunded == result.records[0].reserved
-    assert [e["wait"] for e in run.events("request_retry")] == [7]
+    assert [e.wait for e in run.events("request_retry")] == [7]
     assert result.rounds == 1
 
 
@@ -481,7 +481,7 @@ def test_retries_back_off_and_give_up_after_max_retries():
     run = make_run(endless(lambda i: Turn(error=err)), [], st=settings(research_no_progress_rounds=2),
                    config=LoopConfig(max_retries=2, retry_backoff_sec=1.0), final=["final"])
     result = run.run()
-    assert [e["wait"] for e in run.events("request_retry")] == [1.0, 2.0] * 2
+    assert [e.wait for e in run.events("request_retry")] == [1.0, 2.0] * 2
     assert len(run.requests("coordinator")) == 6 and result.stop_reason is StopReason.NO_PROGRESS
     assert run.clock.now() == 6.0
     assert all(r.outcome == "error" for r in result.records)
@@ -515,7 +515,7 @@ def test_unknown_tools_and_bad_arguments_become_error_results():
     assert "unknown tool 'nope'" in texts[0] and "lookup" in texts[0]
     assert texts[1].startswith("error: invalid arguments") and texts[2].startswith("error: invalid arguments")
     assert schema_tool.recorder.calls == []
-    assert_protocol_complete(result, run.trace.events)
+    assert_protocol_complete(result, run.log.events)
 
 
 # ---- property: the loop stops exactly where the patience rule says ---------------------------

@@ -71,7 +71,7 @@ def test_sigkill_during_run_leaves_readable_traces(tmp_path: Path) -> None:
             parsed = read_trace(trace)  # raises on anything but an incomplete last line
             assert len(parsed.warnings) <= 1
             truncated_seen += len(parsed.warnings)
-            assert parsed.header["format"] == "imprint-trace/1"
+            assert parsed.header.format == "imprint-trace/1"
         interrupted += not list(runs.glob("*/summary.json"))
         for summary in runs.glob("*/summary.json"):
             assert summary.read_text().rstrip().endswith("}")

@@ -30,10 +30,10 @@ def test_totals_equal_each_traces_run_end(traces: Path) -> None:
         end = read_trace(run.path).of_type("run_end")[0]
         research = frames.requests[(frames.requests["run"] == run.run) & (frames.requests["role"] != "final")]
         for key in ("reserved", "charged", "refunded"):
-            assert getattr(run, key) == end[key]
-            assert research[key].sum() == end[key], (run.name, key)
-        assert len(research) == end["requests"]
-        assert (run.stop_reason, run.final_mode, run.rounds) == (end["stop_reason"], end["final_mode"], end["rounds"])
+            assert getattr(run, key) == getattr(end, key)
+            assert research[key].sum() == getattr(end, key), (run.name, key)
+        assert len(research) == end.requests
+        assert (run.stop_reason, run.final_mode, run.rounds) == (end.stop_reason, end.final_mode, end.rounds)
 
 
 def test_rows_follow_the_events(traces: Path) -> None:

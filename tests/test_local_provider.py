@@ -22,13 +22,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the provider sets it, 
 import jsonschema
 import pytest
 
+import imprint_core
 from harness import models
 from harness.models import ModelNotBuilt
 from imprint_core import (CancelToken, FunctionTool, LoopConfig, Message, ModelRequest, MonotonicClock,
                           ResearchLoop, ResearchSettings, StopReason, TextDelta, ToolCall, ToolCallEvent,
                           ToolExecutor, ToolOutput, ToolSpec, TimeBudget, UsageEvent, VirtualClock)
 from imprint_core.counting import common_prefix_len
-from imprint_core.errors import ProviderError
+from imprint_core.errors import ModelUnavailable, ProviderError
 from imprint_core.providers.local import LocalProvider, TokenizerCounter, parse_tool_calls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ ORIGINAL_TEMPLATE = (
 def provider() -> LocalProvider:
     # No importorskip: a missing model folder fails here with the message
     # that names `imprint model build`.
-    return LocalProvider(clock=MonotonicClock())
+    return models.load_local_provider(clock=MonotonicClock())
 
 
 def request(messages, tools=(), max_output=24, *, context="t", deadline=None, cancel=None, clock=None):
@@ -73,15 +74,9 @@ def request(messages, tools=(), max_output=24, *, context="t", deadline=None, ca
 
 
 def collect(events):
-    text, calls, usages = [], [], []
-    for e in events:
-        if isinstance(e, TextDelta):
-            text.append(e.text)
-        elif isinstance(e, ToolCallEvent):
-            calls.append(e.call)
-        elif isinstance(e, UsageEvent):
-            usages.append(e.usage)
-    return "".join(text), calls, usages
+    got = imprint_core.collect(events)
+    assert got.error is None, got.error
+    return got.text, list(got.calls), [got.usage] if got.usage else []
 
 
 def question(q: str) -> list[Message]:
@@ -100,7 +95,11 @@ def test_missing_model_folder_names_the_build_command(tmp_path, monkeypatch):
     with pytest.raises(ModelNotBuilt, match="imprint model build"):
         models.ensure_model_dir(missing)
     with pytest.raises(ModelNotBuilt, match="imprint model build"):
+        models.load_local_provider(missing, clock=VirtualClock())
+    # The core alone names the folder, and no harness command.
+    with pytest.raises(ModelUnavailable, match=str(missing)) as core:
         LocalProvider(missing, clock=VirtualClock())
+    assert type(core.value) is ModelUnavailable and "imprint" not in core.value.message
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{}")
@@ -110,7 +109,7 @@ def test_missing_model_folder_names_the_build_command(tmp_path, monkeypatch):
     monkeypatch.setenv(models.MODEL_DIR_ENV, str(missing))
     assert models.model_dir() == missing
     with pytest.raises(ModelNotBuilt, match="imprint model build"):
-        LocalProvider(clock=VirtualClock())
+        models.load_local_provider(clock=VirtualClock())
 
 
 def test_missing_gguf_package_names_the_pip_command(monkeypatch):
@@ -279,7 +278,7 @@ def test_prefix_cache_decodes_what_a_fresh_prefill_decodes():
     # float32: in bfloat16, KV entries computed while decoding and the same
     # entries computed in one prefill differ in the last bits, enough to flip
     # a greedy choice between near-equal tokens.
-    fp32 = LocalProvider(clock=MonotonicClock(), dtype="float32")
+    fp32 = models.load_local_provider(clock=MonotonicClock(), dtype="float32")
     _, _, cached, fresh = _reuse_then_fresh(fp32)
     assert cached[2][-1].output_units == fresh[2][-1].output_units and cached[0] == fresh[0]
 

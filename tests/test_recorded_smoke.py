@@ -26,12 +26,12 @@ def test_smoke_cassette_replays_as_recorded(path: Path):
     result = replay_smoke(path)
     (end,) = live.of_type("run_end")
     (answer,) = live.of_type("answer")
-    assert result.stop_reason.value == end["stop_reason"] and result.rounds == end["rounds"]
-    assert result.answer == answer["text"]
+    assert result.stop_reason.value == end.stop_reason and result.rounds == end.rounds
+    assert result.answer == answer.text
     settled = live.of_type("request_settled")
-    assert [r.measured_prompt for r in result.records] == [e["measured_prompt"] for e in settled]
-    assert [r.outcome for r in result.records] == [e["outcome"] for e in settled]
-    assert [r.measured_prompt for r in result.final_records] == [e["measured_prompt"]
+    assert [r.measured_prompt for r in result.records] == [e.measured_prompt for e in settled]
+    assert [r.outcome for r in result.records] == [e.outcome for e in settled]
+    assert [r.measured_prompt for r in result.final_records] == [e.measured_prompt
                                                                  for e in live.of_type("final_settled")]
 
 
@@ -40,12 +40,12 @@ def test_streams_report_usage_as_each_server_does():
     ends with [DONE] and none, recorded as "not reported"."""
     for path in CASSETTES:
         trace = read_trace(path.with_suffix(".trace.jsonl"))
-        ok = [e for e in trace.of_type("request_settled") + trace.of_type("final_settled") if e["outcome"] == "ok"]
+        ok = [e for e in trace.of_type("request_settled") + trace.of_type("final_settled") if e.outcome == "ok"]
         assert ok, path
         if path.parent.name == "llamacpp" and path.stem == "smoke-stream":
-            assert all(e["measured_prompt"] is None for e in ok)
+            assert all(e.measured_prompt is None for e in ok)
         else:
-            assert all(e["measured_prompt"] for e in ok)
+            assert all(e.measured_prompt for e in ok)
 
 
 def test_estimate_figures_from_the_recorded_traces():

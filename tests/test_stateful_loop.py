@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from imprint_core import (Chunk, FunctionTool, LoopConfig, ProviderError, ResearchLoop, ResearchSettings,
+from imprint_core import (Chunk, EventLog, FunctionTool, LoopConfig, ProviderError, ResearchLoop, ResearchSettings,
                           ScriptedProvider, ToolCall, ToolOutput, ToolSpec, Turn, VirtualClock)
 
 OUTCOMES = ["new", "old", "empty", "error", "raise", "slow"]
@@ -63,6 +63,7 @@ class LoopMachine(RuleBasedStateMachine):
                                  ResearchSettings(research_timeout_sec=timeout, research_token_budget=budget,
                                                   research_no_progress_rounds=patience),
                                  clock=self.clock, config=LoopConfig(policy=policy, research_max_output_tokens=128))
+        self.log = EventLog(self.loop.trace)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
         self._wait()
@@ -158,7 +159,7 @@ class LoopMachine(RuleBasedStateMachine):
     def nothing_after_stop(self) -> None:
         if not hasattr(self, "loop"):
             return
-        events = list(self.loop.trace.events)
+        events = [e.to_dict() for e in self.log.events]
         stops = [i for i, e in enumerate(events) if e["type"] == "stop"]
         if stops:
             after = events[stops[0] + 1:]
@@ -168,7 +169,7 @@ class LoopMachine(RuleBasedStateMachine):
     def each_call_one_result(self) -> None:
         if not hasattr(self, "loop"):
             return
-        events = list(self.loop.trace.events)
+        events = [e.to_dict() for e in self.log.events]
         results = Counter(e["call_id"] for e in events if e["type"] == "tool_result")
         assert all(n == 1 for n in results.values())
         for e in events:

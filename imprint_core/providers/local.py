@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Sequence
 
 from ..counting import common_prefix_len
-from ..errors import ProviderError
+from ..errors import ModelUnavailable, ProviderError
 from .openai_format import openai_message, openai_tool
 from ..types import (Clock, Done, Message, ModelRequest, ProviderEvent, TextDelta, ToolCall, ToolCallEvent,
                      ToolSpec, Usage, UsageEvent)
@@ -411,18 +411,19 @@ class LocalProvider:
 
     name = "local"
 
-    def __init__(self, model_path: str | Path | None = None, *, clock: Clock, dtype: Dtype = DEFAULT_DTYPE,
+    def __init__(self, model_path: str | Path, *, clock: Clock, dtype: Dtype = DEFAULT_DTYPE,
                  context_window: int | None = None, tool_choice: ToolChoice = "auto", max_tool_calls: int = 1,
                  temperature: float = 0.0, seed: int = 0, max_cached_contexts: int = 8,
                  threads: int | None = None):
-        from harness.models import ensure_model_dir  # raises ModelNotBuilt with the build command
         if dtype not in ("bfloat16", "float32"):
             raise ValueError(f"dtype must be 'bfloat16' or 'float32', got {dtype!r}")
         if tool_choice not in ("auto", "required", "none"):
             raise ValueError(f"tool_choice must be auto, required or none, got {tool_choice!r}")
         started = time.perf_counter()
-        self.model_path = ensure_model_dir(model_path)
-        os.environ["HF_HUB_OFFLINE"] = "1"
+        self.model_path = Path(model_path).expanduser()
+        if not (self.model_path / "config.json").is_file():
+            raise ModelUnavailable(f"the local model folder {self.model_path} does not exist or holds no "
+                                   f"config.json", file=str(self.model_path))
         if "torch" not in sys.modules:
             # Busy-waiting OpenMP workers made each decode step 10-20x slower
             # whenever another process wanted a core (2.3 s against 0.1 s per
@@ -448,9 +449,9 @@ class LocalProvider:
                 self.model_path, dtype=getattr(torch, dtype), local_files_only=True,
                 attn_implementation=_attention_implementation(torch) if dtype == "bfloat16" else "sdpa")
         except (OSError, ValueError) as exc:
-            from harness.models import BUILD_COMMAND, ModelNotBuilt
-            raise ModelNotBuilt(f"the local model folder {self.model_path} could not be loaded ({exc}); "
-                                f"rebuild it with: {BUILD_COMMAND} --force") from exc
+            # local_files_only: never the hub, whatever the process environment says.
+            raise ModelUnavailable(f"the local model folder {self.model_path} could not be loaded ({exc})",
+                                   file=str(self.model_path)) from exc
         self.model.eval()
         self.config = self.model.config
         window = int(getattr(self.config, "max_position_embeddings", 8192))
@@ -467,7 +468,10 @@ class LocalProvider:
         self._contexts: OrderedDict[str, _Context] = OrderedDict()
         self._contexts_lock = threading.Lock()
         self.max_cached_contexts = max_cached_contexts
-        self._lltok: Any = None
+        # The constrained-decoding tokenizer is setup too: built here, before
+        # the research time budget starts, not inside the first request.
+        import llguidance
+        self._lltok = llguidance.LLTokenizer(self.counter._backend.to_str(), eos_token=self.tokenizer.eos_token_id)
         self._grammars: dict[str, str] = {}
         self._call_ids = itertools.count(1)
         self.stats: list[LocalRequestStats] = []
@@ -542,9 +546,6 @@ class LocalProvider:
 
     def _matcher(self, tools: Sequence[ToolSpec]) -> Any:
         import llguidance
-        if self._lltok is None:
-            self._lltok = llguidance.LLTokenizer(self.counter._backend.to_str(),
-                                                 eos_token=self.tokenizer.eos_token_id)
         key = json.dumps([[[t.name, t.parameters] for t in tools], self.tool_choice, self.max_tool_calls],
                          sort_keys=True)
         grammar = self._grammars.get(key)

@@ -1,0 +1,297 @@
+"""Trace events: one frozen dataclass per line type, the file's format version.
+
+The loop writes these and the harness reads them back, so both sides of a
+trace file share one definition. Every line is `{"type", "t", "wall",
+**fields}`; `t` is the run's clock and `wall` UTC, both stamped by the
+writer. `from_line` is strict about what a reader relies on (a missing field
+names the key) and ignores fields it does not know, so a newer writer's
+extra fields do not break an older reader.
+"""
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+from .budget import RequestRecord
+
+TRACE_FORMAT = "imprint-trace/1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    TYPE: ClassVar[str] = ""
+    t: float | None = None      # stamped by the writer
+    wall: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The line as written: type, t, wall, then the fields in order."""
+        out = {"type": self.TYPE}
+        out.update((name, getattr(self, name)) for name in _field_names(type(self)))
+        return out
+
+    @classmethod
+    def from_line(cls, data: dict[str, Any]) -> "Event":
+        kwargs = {}
+        for f in fields(cls):
+            if f.name in data:
+                kwargs[f.name] = data[f.name]
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise KeyError(f.name)
+        return cls(**kwargs)
+
+    def stamped(self, t: float, wall: str) -> "Event":
+        return replace(self, t=t, wall=wall)
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+
+
+def _event(type_name: str):
+    def register(cls):
+        cls = dataclass(frozen=True, kw_only=True)(cls)
+        cls.TYPE = type_name
+        EVENT_TYPES[type_name] = cls
+        return cls
+    return register
+
+
+@_event("header")
+class Header(Event):
+    """First line of every trace; `meta` is whatever the writer's caller
+    adds (scenario, server, run id …), written flat beside `format`."""
+    format: str = TRACE_FORMAT
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "t": self.t, "wall": self.wall, "format": self.format, **self.meta}
+
+    @classmethod
+    def from_line(cls, data: dict[str, Any]) -> "Header":
+        meta = {k: v for k, v in data.items() if k not in ("type", "t", "wall", "format")}
+        return cls(t=data.get("t"), wall=data.get("wall"), format=data.get("format"), meta=meta)
+
+
+@_event("run_start")
+class RunStart(Event):
+    question: str
+    settings: dict[str, int]
+    policy: str
+    provider: str
+    counter: str
+    context_window: int
+    deadline: float | None
+    normalization: str
+    tools: list[dict[str, Any]]
+
+
+@_event("tool_call")
+class ToolCallStarted(Event):
+    round: int
+    index: int
+    call_id: str
+    tool: str
+    kind: str
+    arguments: dict[str, Any]
+    blocking: bool
+
+
+@_event("tool_result")
+class ToolResultRecorded(Event):
+    round: int
+    call_id: str
+    tool: str
+    kind: str
+    status: str
+    chars: int
+    after_deadline: bool
+    started: float | None
+    finished: float | None
+    arguments: dict[str, Any]
+    text: str
+    segments: list[str] | None = None
+    novelty: dict[str, Any] | None = None
+
+
+@_event("empty_reply")
+class EmptyReply(Event):
+    round: int
+    chars: int
+
+
+@_event("round_end")
+class RoundEnd(Event):
+    round: int
+    kind: str                   # read | write | ask | error
+    progress: bool
+    new_paragraphs: int
+    new_shingles: int
+    patience_counter: int
+    patience: int
+    reserved: int
+    charged: int
+    deadline: float | None
+
+
+@_event("budget_exhausted")
+class BudgetExhausted(Event):
+    role: str
+    context_id: str
+    limit: int
+    used: int
+    requested: int
+    message: str
+
+
+@_event("request_reserved")
+class RequestReserved(Event):
+    id: int
+    role: str
+    context_id: str
+    attempt: int
+    estimated_prompt: int
+    max_output: int
+    reserved: int
+    budget_left: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settled(Event):
+    """A settled request: the ledger's record, written flat."""
+    record: RequestRecord
+    error: str | None = None
+    interrupted: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # The record's fields read as the event's own (settled.charged), as on the line.
+        if name == "record":
+            raise AttributeError(name)
+        return getattr(self.record, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"type": self.TYPE, "t": self.t, "wall": self.wall, **self.record.to_dict()}
+        out.update((name, getattr(self, name)) for name in _field_names(type(self))
+                   if name not in ("t", "wall", "record"))
+        return out
+
+    @classmethod
+    def from_line(cls, data: dict[str, Any]) -> "_Settled":
+        record = RequestRecord(**{k: data[k] for k in _record_fields() if k in data})
+        rest = {f.name: data[f.name] for f in fields(cls) if f.name != "record" and f.name in data}
+        return cls(record=record, **rest)
+
+
+def _record_fields() -> tuple[str, ...]:
+    return _field_names(RequestRecord)
+
+
+@_event("request_settled")
+class RequestSettled(_Settled):
+    duration: float = 0.0
+    round: int = 0
+
+
+@_event("request_retry")
+class RequestRetry(Event):
+    id: int
+    attempt: int
+    wait: float
+    error: str
+
+
+@_event("stop")
+class Stopped(Event):
+    reason: str
+    detail: str
+    round: int
+    reserved: int
+    charged: int
+    refunded: int
+    overshoot: float
+
+
+@_event("final_context")
+class FinalFit(Event):
+    """Whether the transcript fits for the final request."""
+    fits: bool
+    estimated_prompt: int
+    max_tokens: int
+    context_window: int
+
+
+@_event("condense")
+class Condensed(Event):
+    chunk: int
+    items: int
+    ok: bool
+    detail: str
+
+
+@_event("final_request")
+class FinalRequest(Event):
+    estimated_prompt: int
+    max_tokens: int
+    deadline: float
+
+
+@_event("final_settled")
+class FinalSettled(_Settled):
+    pass
+
+
+@_event("fallback")
+class Fallback(Event):
+    reason: str
+    evidence: int
+
+
+@_event("answer")
+class Answer(Event):
+    mode: str
+    text: str
+
+
+@_event("run_end")
+class RunEnd(Event):
+    stop_reason: str
+    final_mode: str
+    rounds: int
+    requests: int
+    reserved: int
+    charged: int
+    refunded: int
+    writes: int
+    evidence: int
+    paused: float
+
+
+# Written by the harness around a run (the loop itself never writes these).
+@_event("prompt_bytes")
+class PromptBytes(Event):
+    """The exact bytes of a request body a recording proxy saw."""
+    id: int | str
+    bytes: int
+
+
+@_event("run_error")
+class RunError(Event):
+    """The run raised instead of returning; the trace says so."""
+    error: str
+
+
+def event_from_line(data: dict[str, Any]) -> Event:
+    """A parsed JSON line as its typed event. Raises KeyError naming the
+    missing field, or LookupError for a type this version does not know."""
+    cls = EVENT_TYPES.get(data.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise LookupError(f"unknown event type {data.get('type')!r}")
+    return cls.from_line(data)

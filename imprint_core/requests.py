@@ -1,0 +1,218 @@
+"""One model call, in one place: count, reserve, stream, settle, retry.
+
+`ModelCaller.research` is every research request (coordinator turns and
+section workers); `ModelCaller.final` is the tools-free final request. Both
+return a typed `Reply` and never raise for a provider failure. `collect`
+turns a provider's event stream into one `Collected`, checking the deadline
+and cancellation on every event; benchmarks and tests use it too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from .budget import RequestRecord, TimeBudget, TokenLedger
+from .errors import ProviderError, TokenBudgetExceeded
+from .events import (BudgetExhausted, FinalRequest, FinalSettled, RequestReserved, RequestRetry,
+                     RequestSettled)
+from .trace import TraceWriter
+from .types import (CancelToken, Clock, Done, ErrorEvent, Message, ModelRequest, Provider, ProviderEvent,
+                    StopReason, TextDelta, TokenCounter, ToolCall, ToolCallEvent, ToolSpec, Usage, UsageEvent)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one provider stream produced. `interrupted`: the deadline or a
+    cancellation cut it; `error`: the provider failed."""
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    interrupted: StopReason | None = None
+    error: ProviderError | None = None
+
+
+def collect(events: Iterable[ProviderEvent], *, clock: Clock | None = None, deadline: float = math.inf,
+            cancel: CancelToken | None = None) -> Collected:
+    """Consume a provider stream, checking cancellation and the deadline
+    after every event. Closes the stream however it ends."""
+    parts: list[str] = []
+    calls: list[ToolCall] = []
+    usage: Usage | None = None
+    interrupted: StopReason | None = None
+    error: ProviderError | None = None
+
+    def cut() -> StopReason | None:
+        if cancel is not None and cancel.cancelled:
+            return StopReason.CANCELLED
+        if clock is not None and clock.now() >= deadline:
+            return StopReason.TIME_BUDGET
+        return None
+
+    try:
+        for event in events:
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, ToolCallEvent):
+                calls.append(event.call)
+            elif isinstance(event, UsageEvent):
+                usage = event.usage
+            elif isinstance(event, ErrorEvent):
+                raise event.error
+            elif isinstance(event, Done):
+                break
+            interrupted = cut()
+            if interrupted is not None:
+                break
+        else:
+            # Ended without Done: a provider that saw the deadline or the
+            # cancellation itself and stopped early.
+            interrupted = cut()
+    except ProviderError as exc:
+        error = exc
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    return Collected("".join(parts), tuple(calls), usage, interrupted, error)
+
+
+@dataclass
+class Reply:
+    """A model request's outcome: content, or why there is none (`stop`:
+    research must end; `error`: the request failed for good)."""
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    stop: StopReason | None = None
+    error: ProviderError | None = None
+    detail: str = ""
+    record: RequestRecord | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.stop is not None or self.error is not None
+
+
+def output_units(counter: TokenCounter, usage: Usage | None, text: str, calls: Sequence[ToolCall]) -> Sequence[int]:
+    """What the reply appended to the model's context. Nothing generated
+    means nothing charged: an empty reply's formatting is not output."""
+    if usage is not None and usage.output_units is not None:
+        return usage.output_units
+    if not text and not calls:
+        return ()
+    return counter.output_units(Message("assistant", text, tool_calls=tuple(calls)))
+
+
+class ModelCaller:
+    """Research and final requests against one provider, one ledger and one
+    time budget. Budgets, usage and retries live here, not in providers."""
+
+    def __init__(self, provider: Provider, *, ledger: TokenLedger, time: TimeBudget, clock: Clock,
+                 cancel: CancelToken, trace: TraceWriter, max_retries: int = 2, retry_backoff_sec: float = 1.0):
+        self.provider, self.ledger, self.time, self.clock = provider, ledger, time, clock
+        self.cancel, self.trace = cancel, trace
+        self.max_retries, self.retry_backoff_sec = max_retries, retry_backoff_sec
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self.provider.counter
+
+    def estimate(self, messages: list[Message], tools: Sequence[ToolSpec] = ()) -> int:
+        counter = self.counter
+        return counter.to_tokens(len(counter.prompt_units(messages, list(tools))))
+
+    def _deadline_passed(self) -> str:
+        return f"research deadline of {self.time.timeout_sec:g} s passed"
+
+    def research(self, messages: list[Message], tools: list[ToolSpec], *, role: str, context_id: str,
+                 max_output: int, round: int) -> Reply:
+        """Time and cancel checks, count, context check, reservation,
+        streamed response, settlement, retries."""
+        counter = self.counter
+        attempt = 0
+        while True:
+            if self.cancel.cancelled:
+                return Reply(stop=StopReason.CANCELLED, detail="cancelled before a model request")
+            if self.time.expired():
+                return Reply(stop=StopReason.TIME_BUDGET, detail=self._deadline_passed())
+            units = counter.prompt_units(messages, tools)
+            estimate = counter.to_tokens(len(units))
+            window = self.provider.context_window
+            if estimate + max_output > window:
+                return Reply(stop=StopReason.CONTEXT_FULL,
+                             detail=f"prompt of {estimate} tokens plus {max_output} output tokens exceeds the "
+                                    f"context window of {window}")
+            try:
+                reservation = self.ledger.reserve(estimate, max_output, role=role, context_id=context_id)
+            except TokenBudgetExceeded as exc:
+                self.trace.write(BudgetExhausted(role=role, context_id=context_id, limit=exc.limit, used=exc.used,
+                                                 requested=exc.requested, message=str(exc)))
+                return Reply(stop=StopReason.TOKEN_BUDGET, detail=str(exc))
+            self.trace.write(RequestReserved(id=reservation.id, role=role, context_id=context_id, attempt=attempt,
+                                             estimated_prompt=estimate, max_output=max_output,
+                                             reserved=reservation.tokens, budget_left=self.ledger.totals.left))
+            started = self.clock.now()
+            deadline = self.time.deadline
+            got = self._stream(ModelRequest(list(messages), list(tools), max_output, deadline, self.cancel,
+                                            context_id=context_id, role=role), deadline)  # type: ignore[arg-type]
+            error, interrupted = got.error, got.interrupted
+            record = self.ledger.settle(reservation, counter=counter, prompt_units=units,
+                                        output_units=output_units(counter, got.usage, got.text, got.calls),
+                                        outcome="error" if error else "cut" if interrupted else "ok",
+                                        usage=got.usage, sent=error is None or error.processed)
+            self.trace.write(RequestSettled(record=record, duration=self.clock.now() - started,
+                                            error=str(error) if error else None,
+                                            interrupted=interrupted.value if interrupted else None, round=round))
+            if interrupted is not None:
+                what = "cancelled" if interrupted is StopReason.CANCELLED else self._deadline_passed()
+                return Reply(text=got.text, stop=interrupted, detail=f"{what} during a {role} response",
+                             record=record)
+            if error is None:
+                return Reply(text=got.text, calls=list(got.calls), record=record)
+            if (error.retryable and error.retry_after is not None and attempt < self.max_retries
+                    and self.clock.now() + error.retry_after >= self.time.deadline):
+                # Honouring the server's wait would pass the deadline; sending
+                # again at once would ignore it. Research time is up.
+                return Reply(stop=StopReason.TIME_BUDGET, record=record,
+                             detail=f"rate limited: the provider asked to wait {error.retry_after:g} s with "
+                                    f"{max(self.time.remaining(), 0):.3g} s of research time left")
+            wait = self._retry_wait(error, attempt)
+            if wait is None:
+                return Reply(text=got.text, error=error, detail=str(error), record=record)
+            self.trace.write(RequestRetry(id=reservation.id, attempt=attempt + 1, wait=wait, error=str(error)))
+            self.clock.sleep(wait)
+            attempt += 1
+
+    def _retry_wait(self, error: ProviderError, attempt: int) -> float | None:
+        if not error.retryable or attempt >= self.max_retries:
+            return None
+        wait = error.retry_after if error.retry_after is not None else self.retry_backoff_sec * 2 ** attempt
+        return wait if self.clock.now() + wait < self.time.deadline else None
+
+    def final(self, messages: list[Message], *, max_tokens: int, deadline_sec: float,
+              estimate: int | None = None) -> Reply:
+        """The tools-free final request: not reserved against the research
+        budget, recorded like any other; its own deadline."""
+        if self.cancel.cancelled:
+            return Reply(stop=StopReason.CANCELLED, detail="cancelled before the final request")
+        counter = self.counter
+        estimate = self.estimate(messages) if estimate is None else estimate
+        deadline = self.clock.now() + deadline_sec
+        self.trace.write(FinalRequest(estimated_prompt=estimate, max_tokens=max_tokens, deadline=deadline))
+        got = self._stream(ModelRequest(messages, [], max_tokens, deadline, self.cancel, context_id="final",
+                                        role="final"), deadline)
+        error, interrupted = got.error, got.interrupted
+        record = self.ledger.record_final(counter=counter, estimated_prompt=estimate, max_output=max_tokens,
+                                          output_units=output_units(counter, got.usage, got.text, ()),
+                                          outcome="error" if error else "cut" if interrupted else "ok",
+                                          usage=got.usage)
+        self.trace.write(FinalSettled(record=record, error=str(error) if error else None,
+                                      interrupted=interrupted.value if interrupted else None))
+        return Reply(text=got.text, stop=interrupted, error=error, detail=str(error) if error else "", record=record)
+
+    def _stream(self, req: ModelRequest, deadline: float) -> Collected:
+        try:
+            events = self.provider.generate(req)
+        except ProviderError as exc:
+            return Collected(error=exc)
+        return collect(events, clock=self.clock, deadline=deadline, cancel=self.cancel)
