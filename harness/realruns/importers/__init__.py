@@ -1,0 +1,19 @@
+"""Importers: other agents' raw trajectories as `imprint-rounds/1` round logs.
+
+Formats (`FORMATS`): `mini-swe-agent`, `who-and-when` (Magentic-One and AG2),
+`tau-bench`, and the generic `openai-chat` message list. The mapping's
+decisions live where they are applied, one documented constant or function
+each: what a call is and what its result counts as in `kinds`; what a round
+is in each format's module (`chat`, `minisweagent`, `whoandwhen`).
+
+    detect_format(path) -> str
+    import_file(path, fmt=None) -> list[RoundLog]          # one per trajectory
+    import_paths(paths, out_dir, fmt=None, progress=None) -> list[Path]
+    main_import(argv) / add_import_command(subparsers)     # `imprint import`
+"""
+from .cli import add_import_command, main_import
+from .convert import detect_format, import_file, import_paths, render_round_log
+from .source import FORMATS
+
+__all__ = ["FORMATS", "add_import_command", "detect_format", "import_file", "import_paths", "main_import",
+           "render_round_log"]

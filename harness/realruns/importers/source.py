@@ -1,0 +1,150 @@
+"""Reading a raw trajectory file, and the one error every importer raises.
+
+A raw file is JSON (or JSON lines when its name ends in `.jsonl`), plain or
+gzip-compressed (recognised by its magic bytes, not its name). Every problem
+becomes a `UserInputError` that names the file, the line (where the text has
+one) or the key path (`messages[4].tool_calls[0].function.name`), and the
+formats that can be imported, so the CLI prints one line and no traceback.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any, NoReturn
+
+from imprint_core.errors import UserInputError
+
+FORMATS = ("mini-swe-agent", "who-and-when", "tau-bench", "openai-chat")
+"""The importable formats, in the order detection tries them."""
+
+FOLDER_SUFFIXES = (".traj.json.gz", ".traj.json", ".json.gz", ".json")
+"""Raw suffixes a folder walk picks up (longest first, so `.traj.json.gz`
+wins over `.json.gz`); the output name replaces the suffix by `.jsonl`."""
+
+FILE_SUFFIXES = FOLDER_SUFFIXES + (".jsonl.gz", ".jsonl")
+"""Suffixes stripped from a file named on the command line. JSON-lines
+files are read only when named: a folder walk would otherwise take
+`index.jsonl` (mini-swe-agent's outcome index) for a trajectory."""
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1 << 16
+
+
+def raw_suffix(name: str, suffixes: tuple[str, ...] = FILE_SUFFIXES) -> str:
+    """The raw suffix of a file name ('' when it has none of `suffixes`)."""
+    low = name.lower()
+    return next((s for s in suffixes if low.endswith(s)), "")
+
+
+def output_stem(name: str) -> str:
+    """A file name without its raw suffix: `a.b.traj.json.gz` -> `a.b`."""
+    return name[: len(name) - len(raw_suffix(name))] or name
+
+
+class Source:
+    """The file being read and the format it is read as: every error names both."""
+
+    def __init__(self, file: str | Path, fmt: str | None = None):
+        self.file, self.fmt = str(file), fmt
+
+    def fail(self, message: str, *, key: str | None = None, line: int | None = None,
+             expected: str | None = None) -> NoReturn:
+        as_fmt = f" (read as {self.fmt})" if self.fmt else ""
+        formats = "importable formats: " + ", ".join(FORMATS)
+        raise UserInputError(message + as_fmt, file=self.file, line=line, key=key,
+                             expected=f"{expected}; {formats}" if expected else formats)
+
+    def get(self, obj: dict, key: str, types: type | tuple[type, ...], where: str, expected: str,
+            *, default: Any = ..., allow_none: bool = False) -> Any:
+        """`obj[key]`, checked against `types` (a bool is never an int); a missing
+        key returns `default` when one is given, else fails naming `where + key`."""
+        if key not in obj:
+            if default is not ...:
+                return default
+            self.fail("required key is missing", key=where + key, expected=expected)
+        value = obj[key]
+        if value is None and allow_none:
+            return None
+        ok_types = types if isinstance(types, tuple) else (types,)
+        if not isinstance(value, ok_types) or (isinstance(value, bool) and bool not in ok_types):
+            self.fail(f"wrong type {type(value).__name__}", key=where + key, expected=expected)
+        return value
+
+    def obj(self, value: Any, where: str, expected: str) -> dict:
+        if not isinstance(value, dict):
+            self.fail(f"wrong type {type(value).__name__}", key=where, expected=expected)
+        return value
+
+
+def _line_at(data: bytes, offset: int | None = None) -> int:
+    return data.count(b"\n", 0, len(data) if offset is None else offset) + 1
+
+
+def _gunzip(raw: bytes, src: Source) -> bytes:
+    """Decompress every gzip member; a cut or corrupt stream fails naming the
+    line of the decompressed text at which the data stops."""
+    out = bytearray()
+    rest = raw
+    while rest:
+        d = zlib.decompressobj(wbits=31)
+        pos = 0
+        try:
+            while pos < len(rest) and not d.eof:
+                out += d.decompress(rest[pos:pos + CHUNK])
+                pos += CHUNK
+            out += d.flush()
+        except zlib.error as exc:
+            src.fail(f"corrupt gzip data ({exc}); the readable text ends inside this line", line=_line_at(bytes(out)))
+        if not d.eof:
+            src.fail("truncated gzip stream: the compressed data ends early; the readable text ends inside this line",
+                     line=_line_at(bytes(out)))
+        rest = d.unused_data
+        if rest and not rest.startswith(GZIP_MAGIC):
+            break  # trailing padding after the last member, as gzip(1) tolerates
+    return bytes(out)
+
+
+def read_text(path: str | Path, src: Source) -> str:
+    """The file's text: gunzipped when it starts with the gzip magic bytes, UTF-8 (a BOM is dropped)."""
+    try:
+        raw = Path(path).read_bytes()
+    except IsADirectoryError:
+        src.fail("is a directory, not a file")
+    except OSError as exc:
+        src.fail(f"cannot read: {exc.strerror}")
+    if raw.startswith(GZIP_MAGIC):
+        raw = _gunzip(raw, src)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        src.fail(f"not UTF-8 text ({exc.reason} at byte {exc.start})", line=_line_at(raw, exc.start))
+    return text.removeprefix("\ufeff")
+
+
+def _json_error(exc: json.JSONDecodeError, text: str, src: Source, line_offset: int = 0) -> NoReturn:
+    cut = exc.pos >= len(text.rstrip())
+    why = "the JSON ends early (is the file cut off?)" if cut else f"not valid JSON: {exc.msg}"
+    src.fail(f"{why} at column {exc.colno}", line=exc.lineno + line_offset)
+
+
+def load(path: str | Path, src: Source | None = None) -> Any:
+    """Parse a raw file: JSON, or JSON lines (a list of the lines' values) when
+    the name ends in `.jsonl` or `.jsonl.gz`."""
+    src = src or Source(path)
+    text = read_text(path, src)
+    if not text.strip():
+        src.fail("empty file", line=1)
+    if raw_suffix(Path(path).name) in (".jsonl", ".jsonl.gz"):
+        values = []
+        for no, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    values.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    _json_error(exc, line, src, line_offset=no - 1)
+        return values
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        _json_error(exc, text, src)
