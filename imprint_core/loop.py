@@ -9,7 +9,7 @@ One loop researches one question: build a new one for the next.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from .budget import Policy, RequestRecord, TimeBudget, TokenLedger
@@ -98,7 +98,8 @@ class ResearchLoop:
             tools.append(FunctionTool(WORKER_TOOL, self._run_workers, blocking=True))
         self.tools = tools
         self.tool_specs = [t.spec for t in tools]
-        self._judged: dict[str, tuple] = {}
+        self._judged: list[tuple] = []
+        self._worker_stop: tuple[StopReason, str] | None = None
         self._fanouts: dict[int, int] = {}
         self.evidence: list[Evidence] = []
         self.writes: list[ToolResult] = []
@@ -145,21 +146,24 @@ class ResearchLoop:
                     self.trace.write(EmptyReply(round=self.round, chars=len(reply.text)))
                 stop, detail = self._end_round("error", progress=False, new=(0, 0))
                 continue
-            messages.append(Message("assistant", reply.text, tool_calls=tuple(reply.calls)))
-            results = executor.run_batch(reply.calls, self.round)
+            calls = _distinct_ids(reply.calls, self.round)
+            messages.append(Message("assistant", reply.text, tool_calls=tuple(calls)))
+            results = executor.run_batch(calls, self.round)
             messages.extend(Message("tool", r.text, tool_call_id=r.call_id, name=r.name) for r in results)
             stop, detail = self._close_round(results)
         return self._finish(stop, detail, answer, messages)
 
     def _close_round(self, results: list[ToolResult]) -> tuple[StopReason | None, str]:
-        novelty = self.novelty.commit_round([self._judged.pop(r.call_id) for r in results if r.call_id in self._judged])
-        self._judged.clear()
+        novelty = self.novelty.commit_round(self._judged)
+        self._judged = []
         kind, progress = classify_round(((r.kind, r.status) for r in results), novelty_progress=novelty.progress)
         stop, detail = self._end_round(kind, progress=progress, new=(novelty.new_paragraphs, novelty.new_shingles))
         if self.cancel.cancelled:
             return StopReason.CANCELLED, "cancelled during the tool batch"
         if self.time.expired():
             return StopReason.TIME_BUDGET, f"research deadline of {self.settings.research_timeout_sec} s passed"
+        if self._worker_stop is not None:  # a section worker met a budget: research ends after this batch
+            return self._worker_stop
         return stop, detail
 
     def _end_round(self, kind: RoundKind, *, progress: bool, new: tuple[int, int]) -> tuple[StopReason | None, str]:
@@ -179,7 +183,7 @@ class ResearchLoop:
         # by itself, amendment 0159).
         if result.status != "not_executed" and result.kind == "read":
             judged = self.novelty.judge(result.status, result.text, result.segments)
-            self._judged[result.call_id] = judged
+            self._judged.append(judged)
             verdict = judged[0]
         if result.kind == "write" and result.status != "not_executed":
             self.writes.append(result)
@@ -201,19 +205,39 @@ class ResearchLoop:
         fanout = self._fanouts[self.round]
         base = f"w{self.round}" if fanout == 1 else f"w{self.round}.{fanout}"
 
-        def one(i: int, section: str) -> str:
-            msgs = [Message("system", WORKER_SYSTEM),
-                    Message("user", f"Question: {self.question}\nSection: {section}")]
+        max_output = self.config.research_max_output_tokens
+        prompts = [[Message("system", WORKER_SYSTEM), Message("user", f"Question: {self.question}\nSection: {s}")]
+                   for s in sections]
+        # Admit sections in order before any starts, so which ones run never
+        # depends on thread timing; the first that cannot be reserved ends
+        # research with token_budget once this batch is recorded.
+        admitted = len(sections)
+        wanted = 0
+        for i, msgs in enumerate(prompts):
+            wanted += self.caller.estimate(msgs) + max_output
+            if self.ledger.totals.committed + wanted > self.ledger.budget:
+                admitted = i
+                break
+
+        def one(i: int) -> str:
+            if i >= admitted:
+                return f"[section {sections[i]!r} not researched: the token budget cannot reserve it]"
             context_id = f"{base}-{i}"
-            reply = self.caller.research(msgs, [], role="worker", context_id=context_id,
-                                         max_output=self.config.research_max_output_tokens, round=self.round)
+            reply = self.caller.research(prompts[i], [], role="worker", context_id=context_id,
+                                         max_output=max_output, round=self.round)
             self.ledger.forget_context(context_id)  # never continued: keep memory flat
+            if reply.stop is not None and self._worker_stop is None:
+                self._worker_stop = (reply.stop, f"section worker: {reply.detail}")
             if reply.failed:
-                return f"[section {section!r} not researched: {reply.detail}]"
+                return f"[section {sections[i]!r} not researched: {reply.detail}]"
             return reply.text
 
-        with ThreadPoolExecutor(max_workers=max(1, min(self.config.max_workers, len(sections)))) as pool:
-            notes = list(pool.map(one, range(len(sections)), sections))
+        with ThreadPoolExecutor(max_workers=max(1, min(self.config.max_workers, admitted or 1))) as pool:
+            notes = list(pool.map(one, range(len(sections))))
+        if admitted < len(sections) and self._worker_stop is None:
+            stop = self.caller.reservation_refused(prompts[admitted], max_output, role="worker",
+                                                   context_id=f"{base}-{admitted}")
+            self._worker_stop = (StopReason.TOKEN_BUDGET, f"section worker: {stop}")
         good = [n for n in notes if not n.startswith("[section ")]
         return ToolOutput("\n\n".join(notes), segments=tuple(good), status="ok" if good else "error")
 
@@ -245,3 +269,16 @@ class ResearchLoop:
                                 refunded=result.refunded, writes=len(self.writes), evidence=len(self.evidence),
                                 paused=self.time.paused_total))
         return result
+
+
+def _distinct_ids(calls: list[ToolCall], round_no: int) -> list[ToolCall]:
+    """Providers send duplicate or empty call ids; every call of a batch
+    needs its own, or one result would stand for two."""
+    seen: set[str] = set()
+    out = []
+    for i, c in enumerate(calls):
+        if not c.id or c.id in seen:
+            c = replace(c, id=f"{c.id or 'call'}~r{round_no}.{i}")
+        seen.add(c.id)
+        out.append(c)
+    return out

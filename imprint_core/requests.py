@@ -145,8 +145,7 @@ class ModelCaller:
             try:
                 reservation = self.ledger.reserve(estimate, max_output, role=role, context_id=context_id)
             except TokenBudgetExceeded as exc:
-                self.trace.write(BudgetExhausted(role=role, context_id=context_id, limit=exc.limit, used=exc.used,
-                                                 requested=exc.requested, message=str(exc)))
+                self._exhausted(exc, role, context_id)
                 return Reply(stop=StopReason.TOKEN_BUDGET, detail=str(exc))
             self.trace.write(RequestReserved(id=reservation.id, role=role, context_id=context_id, attempt=attempt,
                                              estimated_prompt=estimate, max_output=max_output,
@@ -180,8 +179,33 @@ class ModelCaller:
             if wait is None:
                 return Reply(text=got.text, error=error, detail=str(error), record=record)
             self.trace.write(RequestRetry(id=reservation.id, attempt=attempt + 1, wait=wait, error=str(error)))
-            self.clock.sleep(wait)
+            if not self._wait(wait):
+                return Reply(stop=StopReason.CANCELLED, detail="cancelled while waiting to retry", record=record)
             attempt += 1
+
+    def _exhausted(self, exc: TokenBudgetExceeded, role: str, context_id: str) -> None:
+        self.trace.write(BudgetExhausted(role=role, context_id=context_id, limit=exc.limit, used=exc.used,
+                                         requested=exc.requested, message=str(exc)))
+
+    def reservation_refused(self, messages: list[Message], max_output: int, *, role: str, context_id: str) -> str:
+        """The budget error a request that was never tried would have met,
+        traced as such (section workers admitted in order)."""
+        exc = TokenBudgetExceeded(limit=self.ledger.budget, used=self.ledger.totals.committed,
+                                  requested=self.estimate(messages) + max_output)
+        self._exhausted(exc, role, context_id)
+        return str(exc)
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait before a retry; False as soon as the run is cancelled. Waits
+        in short steps so a cancel() from another thread is seen promptly."""
+        end = self.clock.now() + seconds
+        while True:
+            if self.cancel.cancelled:
+                return False
+            now = self.clock.now()
+            if now >= end:
+                return True
+            self.clock.sleep(min(end, self.cancel.due_at or end, now + 0.25) - now)
 
     def _retry_wait(self, error: ProviderError, attempt: int) -> float | None:
         if not error.retryable or attempt >= self.max_retries:

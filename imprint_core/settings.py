@@ -100,6 +100,12 @@ class ResearchSettings:
     research_no_progress_rounds: int = SPECS["chat.research_no_progress_rounds"].default
     max_tokens: int = SPECS["chat.max_tokens"].default
 
+    def __post_init__(self) -> None:
+        # Built in code or from a file, a run never sees a value out of bounds
+        # (patience 0 would stop after one round that made progress).
+        for name, value in self.__dict__.items():
+            validate("chat." + name, value, source="ResearchSettings")
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, source: str | None = None) -> "ResearchSettings":
         """Build from dotted keys; the legacy key is accepted and ignored."""
@@ -147,10 +153,20 @@ class Settings:
         out: dict[str, Any] = {}
         for key in SPECS:
             section, name = key.split(".", 1)
-            table = doc.get(section)
-            if hasattr(table, "get") and name in table:
+            table = self._table(doc, section)
+            if table is not None and name in table:
                 out[key] = table[name].unwrap() if hasattr(table[name], "unwrap") else table[name]
         return out
+
+    def _table(self, doc, section: str):
+        """The file's `[section]` table; a key of that name holding anything
+        else is a mistake in the file, named as such."""
+        table = doc.get(section)
+        if table is None or hasattr(table, "keys"):
+            return table
+        raise SettingsError(f"{section!r} must be a table of settings, not {type(table).__name__}",
+                            file=str(self.path), key=section, expected=f"[{section}] with keys such as "
+                            + ", ".join(k.split(".", 1)[1] for k in SPECS if k.startswith(section + ".")))
 
     def _save(self, doc) -> None:
         import tomlkit
@@ -179,7 +195,7 @@ class Settings:
         import tomlkit
         doc = self._load_document()
         section, name = key.split(".", 1)
-        if section not in doc:
+        if self._table(doc, section) is None:
             doc[section] = tomlkit.table()
         doc[section][name] = parsed
         self._save(doc)
@@ -194,8 +210,8 @@ class Settings:
         doc = self._load_document()
         for k in keys:
             section, name = k.split(".", 1)
-            table = doc.get(section)
-            if hasattr(table, "get") and name in table:
+            table = self._table(doc, section)
+            if table is not None and name in table:
                 del table[name]
         self._save(doc)
 
