@@ -434,3 +434,24 @@ def test_a_call_cut_by_the_output_limit_becomes_an_error_result(provider):
     executor = ToolExecutor(_corpus_tools(), clock, budget, CancelToken(clock))
     (result,) = executor.run_batch(calls, 1)
     assert result.status == "error"  # unknown tool (name cut) or arguments that are not an object
+
+
+def test_measured_prompt_tokens_come_from_the_model_cache_not_the_counter(provider, monkeypatch):
+    """Gate condition 2 compares the estimate with the measurement: for the
+    local model the measurement is the KV cache's length after prefill, so a
+    prefix-cache mistake shows as a divergence instead of agreeing by
+    construction (it used to report len(prompt), the counter's own ids)."""
+    msgs = question("Who invented the telephone?")
+    ids = list(provider.counter.prompt_units(msgs, []))
+    _, _, usages = collect(provider.generate(request(msgs, max_output=4, context="measure")))
+    assert usages[-1].prompt_tokens == len(ids)
+    provider.forget()
+    real = provider._prefill
+
+    def leaky(ctx, prompt):  # a cache bug: one stale position left in front of the prompt
+        out = real(ctx, prompt)
+        provider._forward(ctx.cache, prompt[:1])
+        return out
+    monkeypatch.setattr(provider, "_prefill", leaky)
+    _, _, usages = collect(provider.generate(request(msgs, max_output=1, context="measure2")))
+    assert usages[-1].prompt_tokens == len(ids) + 1

@@ -608,6 +608,10 @@ class LocalProvider:
             except Exception as exc:  # a failed forward pass leaves the cache unusable
                 raise ProviderError("local_error", f"prefill failed: {type(exc).__name__}: {exc}") from exc
             keep = True
+            # Measured by the model, not by the counter: the positions its KV
+            # cache holds once the prompt is in (gate condition 2 compares the
+            # estimate with this). A prefix-cache mistake shows up here.
+            held = int(ctx.cache.get_seq_length())
             stats.reused, stats.prefilled, stats.fed = reused, len(prompt) - reused, fed
             stats.prefill_seconds = time.perf_counter() - t0
             self.stats.append(stats)
@@ -616,7 +620,7 @@ class LocalProvider:
             def usage() -> Usage:
                 # OpenAI's meaning: prompt_tokens counts the whole prompt, cached_tokens
                 # the part of it served from the cache (so prefilled = the difference).
-                return Usage(prompt_tokens=len(prompt), cached_tokens=reused,
+                return Usage(prompt_tokens=held, cached_tokens=reused,
                              output_tokens=len(generated), output_units=tuple(generated))
 
             def halt() -> str | None:
