@@ -29,7 +29,9 @@ run: setup model
 	$(BIN)/imprint check; gate=$$?; \
 	if [ $$status -ne 0 ]; then exit $$status; fi; exit $$gate
 
+# The layering contract of pyproject.toml first: it names the import that breaks it.
 test: setup model setup-browser
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 # Speed is measured here, never in timed tests; results go to reports/bench/.

@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from imprint_core import CancelToken, Message, ModelRequest, MonotonicClock, ToolSpec, collect  # noqa: E402
-from harness.models import load_local_provider  # noqa: E402
+from harness.live.model_folder import load_local_provider  # noqa: E402
 from imprint_core.providers.local import LocalProvider  # noqa: E402
 
 TARGET_RATIO = 1.05

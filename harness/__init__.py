@@ -1,7 +1,14 @@
-"""The evaluation harness and simulation testbed around imprint_core."""
-from .rounds import ReplayResult, RoundLog, read_round_log, replay
-from .runner import ScenarioRun, run_scenario
-from .scenario import Scenario, load_scenario, parse_scenario
+"""The evaluation harness and simulation testbed around imprint_core.
+
+    scenarios/  scenario files run on the virtual clock, judged against `expect`
+    realruns/   real runs of other agents as round logs, labels, replay
+    live/       the local model folder, real servers, vcrpy cassettes
+    analysis/   traces and round logs as DataFrames: report, tune, gate
+    cli/        `imprint` and its commands
+"""
+from .realruns.rounds import ReplayResult, RoundLog, read_round_log, replay
+from .scenarios.model import Scenario, load_scenario, parse_scenario
+from .scenarios.runner import ScenarioRun, run_scenario
 
 __all__ = ["ReplayResult", "RoundLog", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",
            "read_round_log", "replay", "run_scenario"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import faults
+from harness.scenarios import faults
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import models
-from harness.recording import Target
-from harness.remote_scenarios import make_provider
-from harness.scenario import parse_scenario
+from harness.live import model_folder as models
+from harness.live.recording import Target
+from harness.scenarios.providers import make_provider
+from harness.scenarios.model import parse_scenario
 from imprint_core import CancelToken, Message, ModelRequest, ToolSpec, VirtualClock
 
 SEARCH = {"type": "function", "function": {

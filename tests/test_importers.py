@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from harness.realruns import importers
-from harness.realruns.importers import (FORMATS, add_import_command, detect_format, import_file, import_paths,
-                                        main_import)
+from harness.cli import build_parser, import_runs, main as imprint
+from harness.realruns.importers import FORMATS, detect_format, import_file, import_paths
 from harness.realruns.importers import chat, convert, kinds, minisweagent, source, whoandwhen
 from harness.realruns.importers.kinds import (ASK, EMPTY, ERROR, OK, READ, WRITE, classify_code, classify_shell,
                                               classify_tool, code_blocks, python_writes, shell_facts, shell_status,
                                               text_status)
-from harness.rounds import read_round_log, replay
+from harness.realruns.rounds import read_round_log, replay
 from imprint_core.errors import UserInputError
 
 RAW = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "raw"
@@ -679,6 +679,10 @@ def test_unknown_file_lists_the_formats(tmp_path):
 
 # ---- CLI ----------------------------------------------------------------------------------------
 
+def main_import(argv):
+    return imprint(["import", *argv])
+
+
 def test_main_import(tree, tmp_path, capsys):
     out = tmp_path / "out"
     assert main_import([str(tree / "chat"), str(tree / "tau-bench"), "--out", str(out)]) == 0
@@ -693,10 +697,7 @@ def test_main_import(tree, tmp_path, capsys):
 
 
 def test_add_import_command(tree, tmp_path):
-    import argparse
-    parser = argparse.ArgumentParser(prog="imprint")
-    sub = parser.add_subparsers(dest="command")
-    add_import_command(sub)
+    parser = build_parser()
     args = parser.parse_args(["import", str(tree / "who-and-when"), "--out", str(tmp_path / "o")])
     assert args.fn(args) == 0
     assert sorted(p.name for p in (tmp_path / "o").rglob("*.jsonl")) == ["3.jsonl", "7.jsonl"]
@@ -711,7 +712,7 @@ VOCABULARY = {"READ", "WRITE", "ASK", "OK", "EMPTY", "ERROR", "CHAT_ROLES", "GZI
               "GREP", "FIND_GREP", "PYTHON"}
 
 
-@pytest.mark.parametrize("module", [kinds, chat, minisweagent, whoandwhen, source, convert, importers.cli])
+@pytest.mark.parametrize("module", [kinds, chat, minisweagent, whoandwhen, source, convert, import_runs])
 def test_decisions_are_documented(module):
     """Public constants carry a docstring (or are plain vocabulary named in
     a documented neighbour); public functions have docstrings."""

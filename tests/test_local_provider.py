@@ -23,8 +23,8 @@ import jsonschema
 import pytest
 
 import imprint_core
-from harness import models
-from harness.models import ModelNotBuilt
+from harness.live import model_folder as models
+from harness.live.model_folder import ModelNotBuilt
 from imprint_core import (CancelToken, FunctionTool, LoopConfig, Message, ModelRequest, MonotonicClock,
                           ResearchLoop, ResearchSettings, StopReason, TextDelta, ToolCall, ToolCallEvent,
                           ToolExecutor, ToolOutput, ToolSpec, TimeBudget, UsageEvent, VirtualClock)
@@ -122,7 +122,7 @@ def test_missing_gguf_package_names_the_pip_command(monkeypatch):
 
 
 def test_importing_the_core_does_not_import_torch():
-    code = ("import sys, imprint_core, imprint_core.providers.local, harness.models; "
+    code = ("import sys, imprint_core, imprint_core.providers.local, harness.live.model_folder; "
             "heavy = [m for m in ('torch', 'transformers', 'llguidance') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

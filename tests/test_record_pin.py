@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.remote_scenarios import pin_expect, recorded_expect
-from harness.runner import run_scenario
-from harness.scenario import load_scenario
+from harness.scenarios.record import pin_expect, recorded_expect
+from harness.scenarios.runner import run_scenario
+from harness.scenarios.model import load_scenario
 from imprint_core.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parent.parent

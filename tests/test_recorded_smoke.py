@@ -1,5 +1,5 @@
-"""The smoke sessions recorded against the live servers (`python -m
-harness.recording smoke --server KIND`) replay offline, without a server,
+"""The smoke sessions recorded against the live servers (`imprint smoke
+record --server KIND`) replay offline, without a server,
 and end exactly as they did live: same stop, rounds, answer, errors and
 measured usage, as the trace recorded beside each cassette says."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.recording import estimate_figures, replay_smoke
+from harness.live.recording import estimate_figures, replay_smoke
 from imprint_core.trace import read_trace
 
 HERE = Path(__file__).parent / "cassettes"

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import yaml
 
-from harness.recording import transport as recording_transport
-from harness.recording import (REPLAY_PORT, CassetteError, Target, cassette, cassette_target, first_difference,
+from harness.live.recording import transport as recording_transport
+from harness.live.recording import (REPLAY_PORT, CassetteError, Target, cassette, cassette_target, first_difference,
                                interactions, replay_session)
 from imprint_core import (Done, FunctionTool, Message, ModelRequest, CancelToken, ResearchLoop, ResearchSettings,
                           StopReason, TextDelta, ToolCallEvent, ToolSpec, TraceWriter, UsageEvent, VirtualClock)

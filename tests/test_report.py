@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.frames import load_frames
-from harness.report import estimate_stats, policy_pairs, select_runs, write_report
+from harness.analysis.frames import load_frames
+from harness.analysis.report import estimate_stats, policy_pairs, select_runs, write_report
 
 from reportdata import fact, handmade_trace, round_log, scenario_traces
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import run_scenario
-from harness.scenario import StubProviderSpec, load_scenario
+from harness.scenarios.runner import run_scenario
+from harness.scenarios.model import StubProviderSpec, load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.frames import load_frames
-from harness.labels import RunLabel, judge, load_labels, parse_labels
-from harness.tune import recommend, runs_from_frames, sweep
+from harness.analysis.frames import load_frames
+from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
+from harness.analysis.tune import recommend, runs_from_frames, sweep
 from imprint_core.errors import UserInputError
 
 from reportdata import fact, round_log

@@ -9,11 +9,10 @@ is in each format's module (`chat`, `minisweagent`, `whoandwhen`).
     detect_format(path) -> str
     import_file(path, fmt=None) -> list[RoundLog]          # one per trajectory
     import_paths(paths, out_dir, fmt=None, progress=None) -> list[Path]
-    main_import(argv) / add_import_command(subparsers)     # `imprint import`
+
+`imprint import` (harness/cli/import_runs.py) is the command around them.
 """
-from .cli import add_import_command, main_import
 from .convert import detect_format, import_file, import_paths, render_round_log
 from .source import FORMATS
 
-__all__ = ["FORMATS", "add_import_command", "detect_format", "import_file", "import_paths", "main_import",
-           "render_round_log"]
+__all__ = ["FORMATS", "detect_format", "import_file", "import_paths", "render_round_log"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.rounds import Round, RoundCall, RoundLog
+from ..rounds import Round, RoundCall, RoundLog
 
 from .kinds import ERROR, classify_tool, text_status
 from .source import Source, output_stem

@@ -2,7 +2,7 @@
 
 `import_paths` converts everything first and writes only when every file
 converted: an error leaves the output folder as it was. Each log is
-written atomically (`harness.rounds.atomic_write_text`).
+written atomically (`harness.realruns.rounds.atomic_write_text`).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from harness.rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog, atomic_write_text
+from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog, atomic_write_text
 
 from imprint_core.errors import UserInputError
 
@@ -95,7 +95,7 @@ def import_file(path: str | Path, fmt: str | None = None) -> list[RoundLog]:
 
 
 def render_round_log(log: RoundLog) -> str:
-    """The `imprint-rounds/1` text of a log (what `harness.rounds.read_round_log` reads)."""
+    """The `imprint-rounds/1` text of a log (what `harness.realruns.rounds.read_round_log` reads)."""
     lines = [json.dumps({"format": ROUNDS_FORMAT, "source": log.source, "labels": log.labels}, ensure_ascii=False)]
     for n, rnd in enumerate(log.rounds, start=1):
         calls = []

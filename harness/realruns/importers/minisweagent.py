@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.rounds import Round, RoundCall, RoundLog
+from ..rounds import Round, RoundCall, RoundLog
 
 from .chat import ChatTurn, content_text, read_chat
 from .kinds import ERROR, OK, SHELL_TOOLS, WRITE, classify_tool, shell_facts, shell_status, text_status, \

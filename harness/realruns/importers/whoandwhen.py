@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.rounds import Round, RoundCall, RoundLog
+from ..rounds import Round, RoundCall, RoundLog
 
 from .kinds import EMPTY, ERROR, READ, SHELL_LANGUAGES, ShellFacts, classify_code, code_blocks, shell_facts, \
     shell_status, text_status

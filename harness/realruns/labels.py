@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from imprint_core.errors import UserInputError
 
-from .yamlsource import line_of, load_yaml
+from ..yamlsource import line_of, load_yaml
 
 LABELS_FORMAT = "imprint-labels/1"
 RUN_KEYS = ("should_not_stop_before", "loops", "note")

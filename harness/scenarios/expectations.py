@@ -8,7 +8,7 @@ from typing import Any
 
 from imprint_core.loop import ResearchResult
 
-from .scenario import ExpectSpec, Range
+from .model import ExpectSpec, Range
 
 _SELECTOR = re.compile(r"^(?P<type>[a-z_]+)(?:\[(?P<filters>[^\]]*)\])?$")
 

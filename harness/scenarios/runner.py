@@ -2,28 +2,24 @@
 from __future__ import annotations
 
 import contextlib
-import string
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from imprint_core.clock import MonotonicClock, VirtualClock
-from imprint_core.counting import ByteEstimateCounter, RegexTokenCounter
-from imprint_core.errors import ImprintError, ProviderError, UserInputError
+from imprint_core.errors import ImprintError, UserInputError
 from imprint_core.loop import LoopConfig, ResearchLoop, ResearchResult
 from imprint_core.novelty import NoveltyConfig
-from imprint_core.providers.scripted import Chunk, ScriptedProvider, Turn
 from imprint_core.settings import ResearchSettings
 from imprint_core.events import Event, RunError
 from imprint_core.trace import EventLog, TraceWriter
-from imprint_core.types import CancelToken, Clock, Provider, ToolCall, Usage
+from imprint_core.types import CancelToken, Clock, Provider
 
 from .expectations import Failure, check
-from .scenario import RemoteProviderSpec, Scenario, StubProviderSpec, TurnSpec
+from .model import Scenario
+from .providers import provider_session
 from .simtools import build_tools
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -50,67 +46,6 @@ class ScenarioRun:
             "failures": [str(f) for f in self.failures] + ([self.error] if self.error else []),
             "trace": str(self.trace_path) if self.trace_path else None,
         }
-
-
-def _turns(specs: list[TurnSpec] | None) -> list[Turn] | None:
-    if specs is None:
-        return None
-    out: list[Turn] = []
-    serial = 0
-    for spec in specs:
-        for i in range(1, spec.repeat + 1):
-            calls = []
-            for c in spec.calls:
-                serial += 1
-                args = {k: string.Template(v).safe_substitute(i=i) if isinstance(v, str) else v
-                        for k, v in c.args.items()}
-                calls.append(ToolCall(f"call_{serial}", c.tool, args if c.raw_args is None else {},
-                                      invalid_arguments=c.raw_args))
-            chunks = None
-            if spec.chunks is not None:
-                chunks = [Chunk(ch.text, ch.delay) for ch in spec.chunks]
-            elif spec.answer is not None and spec.chunk_delay:
-                words = spec.answer.split(" ")
-                chunks = [Chunk(w + (" " if j < len(words) - 1 else ""), spec.chunk_delay) for j, w in enumerate(words)]
-            error = None
-            if spec.error is not None:
-                e = spec.error
-                error = ProviderError(e.kind, e.message, processed=e.processed, retryable=e.retryable,
-                                      retry_after=e.retry_after)
-            out.append(Turn(text=spec.answer or "", tool_calls=calls, chunks=chunks, latency=spec.latency,
-                            error=error, usage="auto" if spec.usage == "auto" else None))
-    return out
-
-
-def build_provider(scn: Scenario, clock: Clock) -> Provider:
-    spec = scn.provider
-    if isinstance(spec, StubProviderSpec):
-        counter = RegexTokenCounter() if spec.counter == "exact" else ByteEstimateCounter(spec.bytes_per_token)
-        return ScriptedProvider(_turns(spec.script), clock=clock, workers=_turns(spec.workers),
-                                final=_turns(spec.final), context_window=spec.context_window, counter=counter)
-    if spec.kind == "local":
-        from .models import load_local_provider
-        return load_local_provider(clock=clock, dtype=spec.dtype, context_window=spec.context_window,
-                             tool_choice=spec.tool_choice, temperature=spec.temperature, seed=spec.seed)
-    raise UserInputError(f"unknown provider kind {spec.kind!r}", file=scn.source, key="provider.kind")
-
-
-@contextlib.contextmanager
-def provider_session(scn: Scenario, clock: Clock) -> Iterator[Provider]:
-    """The scenario's provider, for the length of one run: a recorded remote
-    session replays from its cassette, which must be played exactly."""
-    if isinstance(scn.provider, RemoteProviderSpec):
-        from .remote_scenarios import replay_provider
-        with replay_provider(scn, clock) as provider:
-            yield provider
-        return
-    provider = build_provider(scn, clock)
-    try:
-        yield provider
-    finally:
-        close = getattr(provider, "close", None)
-        if close is not None:
-            close()
 
 
 def _cancel_token(scn: Scenario, clock: Clock, trace: TraceWriter) -> CancelToken:

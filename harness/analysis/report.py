@@ -9,21 +9,19 @@ they overshoot the deadline.
 """
 from __future__ import annotations
 
-import argparse
 import html
 import math
 import re
-import sys
+import string
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from imprint_core.errors import UserInputError
-
-from .frames import Frames, load_frames
+from .frames import Frames
 
 PLOT_NAMES = ("estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
               "novelty-timeline.png", "stops.png", "overshoot.png")
@@ -594,20 +592,6 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
     return sections
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1180px;padding:1.2em 1.6em;
-color:#222;line-height:1.45}
-h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-p.meta{color:#666;margin-top:0}img{max-width:100%;height:auto;border:1px solid #eee}
-table{border-collapse:collapse;font-size:.82em;margin:.6em 0 1em;display:block;overflow-x:auto}
-th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right;white-space:nowrap}
-th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
-.note{color:#7a5b00;background:#fff8e0;padding:.3em .6em;border-left:3px solid #e0a030}
-nav a{margin-right:1em}caption{text-align:left;font-weight:600;padding:.2em 0}
-code{background:#f4f4f4;padding:0 .2em;border-radius:3px;font-size:.92em}
-"""
-
-
 def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
@@ -625,19 +609,14 @@ def _md_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _template() -> string.Template:
+    return string.Template(resources.files(__package__).joinpath("templates", "report.html")
+                           .read_text(encoding="utf-8"))
+
+
 def render_html(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
-    providers = ", ".join(frames.providers) or "none"
-    n_traces = int((frames.runs["source"] == "trace").sum())
-    n_logs = int((frames.runs["source"] == "roundlog").sum())
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>",
-             f'<p class="meta">{n_traces} trace(s) and {n_logs} round log(s) from {len(frames.files)} file(s); '
-             f"providers: {html.escape(providers)}; generated {html.escape(generated)}.</p>",
-             "<nav>" + "".join(f'<a href="#{_slug(s.title)}">{html.escape(s.title)}</a>' for s in sections) + "</nav>"]
-    for w in frames.warnings:
-        parts.append(f'<p class="note">{html.escape(w)}</p>')
+    """The page: templates/report.html (skeleton and CSS) around the sections."""
+    parts = [f'<p class="note">{html.escape(w)}</p>' for w in frames.warnings]
     for s in sections:
         parts.append(f'<h2 id="{_slug(s.title)}">{html.escape(s.title)}</h2>')
         if s.intro:
@@ -650,8 +629,12 @@ def render_html(sections: list[Section], frames: Frames, title: str, generated: 
             body = df.to_html(index=False, border=0, escape=True, na_rep="-")
             parts.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
                          .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return _template().substitute(
+        title=html.escape(title), traces=int((frames.runs["source"] == "trace").sum()),
+        round_logs=int((frames.runs["source"] == "roundlog").sum()), files=len(frames.files),
+        providers=html.escape(", ".join(frames.providers) or "none"), generated=html.escape(generated),
+        nav="".join(f'<a href="#{_slug(s.title)}">{html.escape(s.title)}</a>' for s in sections),
+        body="".join(part + "\n" for part in parts))
 
 
 def render_markdown(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
@@ -697,44 +680,3 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
         if s.image:
             written[s.image] = out / s.image
     return written
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="imprint report",
-        description="Write index.html (images beside it), summary.md and PNG plots from traces and round logs: "
-                    "estimates against measurements per provider, reserve against prefix-refund, budget use per "
-                    "round, novelty timelines, stop reasons and final modes, deadline overshoot.",
-        epilog="Without TRACES: traces/ (committed local and recorded-server traces, without traces/runs/) and "
-               "the newest run folder under traces/runs/.")
-    p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; its plots are replaced)")
-    p.add_argument("--select", action="append", default=[], metavar="RUN",
-                   help="a run (scenario name, file stem or run id) for the per-run plots; repeatable "
-                        "(default: a spread of stop reasons, writes, errors, asks and providers)")
-    p.add_argument("--max-runs", type=int, default=6, metavar="N", help="panels in the per-run plots (default 6)")
-    p.add_argument("--title", default="Imprint research-loop report")
-    return p
-
-
-def cli(args: argparse.Namespace | Sequence[str]) -> int:
-    argv = list(args.rest) if isinstance(args, argparse.Namespace) else list(args)
-    ns = build_parser().parse_args(argv)
-    if ns.max_runs < 1:
-        raise UserInputError(f"{ns.max_runs} panels", key="--max-runs", expected="1 or more")
-    paths = ns.paths
-    if not paths:
-        from .gate import default_inputs
-        paths = default_inputs(["traces"], True, "traces/runs")
-        if not paths:
-            raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
-    frames = load_frames(paths)
-    if frames.runs.empty:
-        raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
-    for w in frames.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    written = write_report(frames, ns.out, title=ns.title, select=ns.select, max_runs=ns.max_runs)
-    n_traces = int((frames.runs["source"] == "trace").sum())
-    print(f"wrote {written['index.html']} ({len(written) - 2} plot(s), {n_traces} trace(s), "
-          f"providers: {', '.join(frames.providers) or 'none'})")
-    return 0

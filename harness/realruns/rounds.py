@@ -14,13 +14,17 @@ from typing import Any, Iterable
 from imprint_core.errors import UserInputError
 from imprint_core.rounds import classify_round
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, PatienceRule
-from imprint_core.settings import atomic_write_text
 from imprint_core.events import RoundEnd, ToolResultRecorded
+from imprint_core.settings import SPECS, atomic_write_text
 from imprint_core.trace import read_trace
 
 ROUNDS_FORMAT = "imprint-rounds/1"
 KINDS = ("read", "write", "ask")
 STATUSES = ("ok", "error", "empty")
+# The no-progress rule's patience: bounds and default are the setting's own.
+PATIENCE = SPECS["chat.research_no_progress_rounds"]
+# A user turn in a round log starts a new reply (reset, as in the loop) or is ignored.
+USER_TURNS = ("reset", "ignore")
 
 
 @dataclass
@@ -177,13 +181,36 @@ def apply_patience(progress: list[tuple[str, bool]], patience: int) -> tuple[int
     return None, counters
 
 
-def replay(log: RoundLog, *, patience: int = 4, normalization: str = "default",
+def replay(log: RoundLog, *, patience: int = PATIENCE.default, normalization: str = "default",
            config: NoveltyConfig | None = None) -> ReplayResult:
     cfg = config or NoveltyConfig(normalization=normalization)
     progress = round_progress(log, cfg)
     stop, counters = apply_patience(progress, patience)
     return ReplayResult(log.path, len(log.rounds), stop, "no_progress" if stop else None,
                         [i for i, (_, made) in enumerate(progress, start=1) if made], counters)
+
+
+def reply_starts(log: RoundLog, user_turns: str = "reset") -> list[int]:
+    """First round of each reply. With `reset`, every round that a user turn
+    preceded starts a new reply (fresh patience and novelty store)."""
+    n = len(log.rounds)
+    if n == 0:
+        return []
+    starts = {1}
+    if user_turns == "reset":
+        turns = log.labels.get("user_turn_before_round") or []
+        starts |= {int(r) for r in turns if isinstance(r, int) and not isinstance(r, bool) and 1 <= r <= n}
+    return sorted(starts)
+
+
+def replies(log: RoundLog, user_turns: str = "reset") -> list[RoundLog]:
+    """The log cut into replies, each a RoundLog of its own rounds."""
+    starts = reply_starts(log, user_turns)
+    out = []
+    for i, s in enumerate(starts):
+        e = starts[i + 1] - 1 if i + 1 < len(starts) else len(log.rounds)
+        out.append(RoundLog(log.path, log.source, log.labels, log.rounds[s - 1:e]))
+    return out
 
 
 def round_log_files(paths: Iterable[str | Path]) -> list[Path]:

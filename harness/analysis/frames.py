@@ -34,9 +34,7 @@ from imprint_core.events import (Answer, BudgetExhausted, FinalSettled, RequestS
                                  Stopped, ToolCallStarted, ToolResultRecorded)
 from imprint_core.trace import TRACE_FORMAT, E, Trace, read_trace
 
-from .rounds import ROUNDS_FORMAT, RoundLog, read_round_log
-
-USER_TURNS = ("reset", "ignore")
+from ..realruns.rounds import PATIENCE, ROUNDS_FORMAT, USER_TURNS, read_round_log, replies
 
 REQUEST_COLUMNS = [
     "run", "name", "scenario", "provider", "provider_kind", "policy", "source", "id", "role", "context_id",
@@ -332,29 +330,6 @@ def _first(trace: Trace, cls: type[E]) -> E | None:
 
 
 # ---- round logs -----------------------------------------------------------------------------------
-def reply_starts(log: RoundLog, user_turns: str = "reset") -> list[int]:
-    """First round of each reply. With `reset`, every round that a user turn
-    preceded starts a new reply (fresh patience and novelty store)."""
-    n = len(log.rounds)
-    if n == 0:
-        return []
-    starts = {1}
-    if user_turns == "reset":
-        turns = log.labels.get("user_turn_before_round") or []
-        starts |= {int(r) for r in turns if isinstance(r, int) and not isinstance(r, bool) and 1 <= r <= n}
-    return sorted(starts)
-
-
-def replies(log: RoundLog, user_turns: str = "reset") -> list[RoundLog]:
-    """The log cut into replies, each a RoundLog of its own rounds."""
-    starts = reply_starts(log, user_turns)
-    out = []
-    for i, s in enumerate(starts):
-        e = starts[i + 1] - 1 if i + 1 < len(starts) else len(log.rounds)
-        out.append(RoundLog(log.path, log.source, log.labels, log.rounds[s - 1:e]))
-    return out
-
-
 def _load_roundlog(path: Path, rid: str, acc: dict[str, list[dict]], *, patience: int, normalization: str,
                    user_turns: str) -> None:
     log = read_round_log(path)
@@ -421,8 +396,8 @@ def _load_roundlog(path: Path, rid: str, acc: dict[str, list[dict]], *, patience
 
 
 # ---- the loader ---------------------------------------------------------------------------------------
-def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = 4, normalization: str = "default",
-                user_turns: str = "reset") -> Frames:
+def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PATIENCE.default,
+                normalization: str = "default", user_turns: str = "reset") -> Frames:
     """Load traces and round logs (files, or directories searched
     recursively for *.jsonl) into DataFrames.
 

@@ -3,30 +3,23 @@
 Each run's per-round novelty is computed once per normalization
 (`rounds.round_progress`); every patience value then only replays the
 cheap counter (`rounds.apply_patience`). Runs come from `load_frames`
-(traces and round logs alike); labels (`harness.labels`) say which runs are
+(traces and round logs alike); labels (`realruns.labels`) say which runs are
 useful and where runs loop. A setting is scored by its premature stops on
 useful runs and the rounds it lets labelled loops run before stopping.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 
-from .frames import USER_TURNS, Frames, load_frames
-from .labels import Labels, RunLabel, judge, load_labels
-from .rounds import Round, RoundCall, RoundLog, apply_patience, round_progress
+from ..realruns.labels import Labels, RunLabel, judge
+from ..realruns.rounds import PATIENCE, Round, RoundCall, RoundLog, apply_patience, round_progress
+from .frames import Frames
 
-EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
-DEFAULT_PATIENCE, DEFAULT_NORMALIZATION = 4, "default"   # the shipped settings: ties lean towards them
-PATIENCE_BOUNDS = (2, 20)
+DEFAULT_PATIENCE, DEFAULT_NORMALIZATION = PATIENCE.default, "default"   # the shipped settings: ties lean towards them
 
 
 @dataclass
@@ -146,10 +139,6 @@ def recommend(results: Sequence[Setting], max_premature: int = 0) -> Setting:
                                     -NORMALIZATIONS.index(s.normalization)))
 
 
-def _pct(a: int, b: int) -> str:
-    return f"{100 * a / b:.0f}%" if b else "-"
-
-
 def tradeoff(results: Sequence[Setting], best: Setting) -> list[str]:
     """Sentences comparing the recommendation with its neighbours and the default."""
     by = {(s.normalization, s.patience): s for s in results}
@@ -207,108 +196,3 @@ def plot_curve(results: Sequence[Setting], best: Setting, path: Path, title: str
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def _parse_patience(text: str) -> list[int]:
-    try:
-        if "-" in text:
-            lo, hi = (int(x) for x in text.split("-", 1))
-            values = list(range(lo, hi + 1))
-        else:
-            values = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise UserInputError(f"{text!r} is not a patience range", key="--patience", expected="e.g. 2-20 or 3,4,5") from None
-    lo, hi = PATIENCE_BOUNDS
-    if not values or any(not lo <= v <= hi for v in values):
-        raise UserInputError(f"{text!r} is out of bounds", key="--patience", expected=f"values within {lo}–{hi}")
-    return values
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="imprint tune",
-        description="Sweep patience (2–20) and every normalization over labelled runs (traces or imprint-rounds/1 "
-                    "logs, files or directories) and recommend a setting: the fewest rounds spent inside labelled "
-                    "loops among the settings with no more than --max-premature premature stops on useful runs.",
-        epilog="Labels file (YAML): `runs:` maps a run's name (scenario name, or a round log's file stem) to "
-               "`should_not_stop_before: N` and/or `loops: [A, B]` (or a list of pairs). "
-               "See scenarios/labels/ for the shipped ones.")
-    p.add_argument("paths", nargs="+", metavar="TRACES_OR_ROUND_LOGS")
-    p.add_argument("--labels", action="append", required=True, metavar="FILE",
-                   help="labels file (repeatable; a run may be labelled in one file only)")
-    p.add_argument("--patience", default="2-20", help="patience values: a range 2-20 or a list 3,4,5 (default 2-20)")
-    p.add_argument("--normalization", action="append", choices=NORMALIZATIONS,
-                   help="normalization to sweep (repeatable; default: all of none, basic, default)")
-    p.add_argument("--user-turns", choices=USER_TURNS, default="reset",
-                   help="round logs: a user turn starts a new reply with fresh patience and novelty (reset, the "
-                        "default, as in the loop) or is ignored (ignore, as `imprint replay` does)")
-    p.add_argument("--max-premature", type=int, default=0, metavar="K",
-                   help="premature stops a recommended setting may have (default 0)")
-    p.add_argument("--plot", metavar="PATH", help="write the curve as a PNG here")
-    p.add_argument("--json", action="store_true", help="print every setting and the recommendation as JSON")
-    return p
-
-
-def cli(args: argparse.Namespace | Sequence[str]) -> int:
-    argv = list(args.rest) if isinstance(args, argparse.Namespace) else list(args)
-    ns = build_parser().parse_args(argv)
-    patiences = _parse_patience(ns.patience)
-    norms = ns.normalization or list(NORMALIZATIONS)
-    labels = load_labels(ns.labels)
-    frames = load_frames(ns.paths, user_turns=ns.user_turns)
-    for w in frames.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    if frames.runs.empty:
-        raise UserInputError("no traces or round logs found", file=" ".join(ns.paths))
-    runs = runs_from_frames(frames, labels)
-    labelled = [r for r in runs if r.label is not None]
-    matched = {r.label.name for r in labelled}
-    unmatched = [n for n in labels.runs if n not in matched]
-    if unmatched:
-        print(f"warning: {len(unmatched)} label(s) match no given run: {', '.join(unmatched[:8])}"
-              f"{'…' if len(unmatched) > 8 else ''}", file=sys.stderr)
-    if not labelled:
-        raise UserInputError("no given run is labelled", file=", ".join(ns.labels), key="runs",
-                             expected="labels whose names match the runs' scenario names or file stems")
-    started = time.perf_counter()
-    results = sweep(runs, patiences, norms)
-    elapsed = time.perf_counter() - started
-    best = recommend(results, ns.max_premature)
-    rounds = sum(r.rounds for r in runs)
-    timing = (f"swept {len(runs)} run(s), {rounds} round(s) × {len(patiences)} patience value(s) × "
-              f"{len(norms)} normalization(s) in {elapsed:.2f} s")
-    if ns.plot:
-        plot_curve(results, best, Path(ns.plot))
-    if ns.json:
-        print(json.dumps({"recommended": best.to_dict(), "tradeoff": tradeoff(results, best),
-                          "settings": [s.to_dict() for s in results], "runs": len(runs), "labelled": len(labelled),
-                          "rounds": rounds, "seconds": round(elapsed, 3), "user_turns": ns.user_turns}, indent=2))
-        return EXIT_OK
-    _print_table(results, best, norms, patiences, len(labelled))
-    from .cli import _console
-    out = _console()
-    for line in tradeoff(results, best):
-        out.print(line)
-    out.print(timing + (f"; curve in {ns.plot}" if ns.plot else ""))
-    return EXIT_OK
-
-
-def _print_table(results: Sequence[Setting], best: Setting, norms: Sequence[str], patiences: Sequence[int],
-                 labelled: int) -> None:
-    from rich.table import Table
-    from .cli import _console
-    by = {(s.normalization, s.patience): s for s in results}
-    any_s = results[0]
-    t = Table(title=f"imprint tune: {labelled} labelled run(s) ({any_s.useful} useful, {any_s.loops} loop(s), "
-                    f"{any_s.loop_total} loop rounds)")
-    t.add_column("patience", justify="right")
-    for n in norms:
-        t.add_column(f"{n}\npremature · loop rounds · stops", justify="right")
-    for p in patiences:
-        row = [str(p)]
-        for n in norms:
-            s = by[(n, p)]
-            cell = f"{s.premature} · {s.loop_rounds} ({_pct(s.loop_rounds, s.loop_total)}) · {s.stops}"
-            row.append(f"[bold green]{cell} ★[/]" if s is best else cell)
-        t.add_row(*row)
-    _console().print(t)

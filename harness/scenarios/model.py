@@ -16,7 +16,7 @@ from imprint_core.errors import SettingsError, UserInputError
 from imprint_core.novelty import NORMALIZATIONS
 from imprint_core.settings import IGNORED_KEYS, SPECS, validate
 
-from .yamlsource import line_of, load_yaml
+from ..yamlsource import line_of, load_yaml
 
 NonNeg = Annotated[float, Field(ge=0)]
 

@@ -15,11 +15,8 @@ every condition holds, 1 when one fails, 2 on unusable input.
 """
 from __future__ import annotations
 
-import argparse
 import fnmatch
-import json
 import re
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +27,9 @@ import pandas as pd
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS
 
-from .frames import USER_TURNS, Frames, load_frames
-from .labels import Labels, judge, load_labels, read_user_file
-
-EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
-DEFAULT_CONFIG = "reports/gate.toml"
+from ..realruns.labels import Labels, judge, load_labels, read_user_file
+from ..realruns.rounds import PATIENCE, USER_TURNS
+from .frames import Frames, load_frames
 
 # table -> key -> (type, check, expected)
 _NUM = (int, float)
@@ -47,7 +42,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "labels": (list, None, "a list of label files"),
     },
     "premature_stops": {
-        "patience": (int, lambda v: 2 <= v <= 20, "an integer within 2–20"),
+        "patience": (int, lambda v: PATIENCE.min <= v <= PATIENCE.max,
+                     f"an integer within {PATIENCE.min}–{PATIENCE.max}"),
         "normalization": (str, lambda v: v in NORMALIZATIONS, "one of " + ", ".join(NORMALIZATIONS)),
         "user_turns": (str, lambda v: v in USER_TURNS, "one of " + ", ".join(USER_TURNS)),
         "max_premature": (int, lambda v: v >= 0, "an integer of 0 or more"),
@@ -70,7 +66,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
 PROVIDER_KEYS = ("min_requests", "median_min", "median_max", "p95_max", "max_undercount_share")
 DEFAULTS: dict[str, dict[str, Any]] = {
     "inputs": {"traces": ["traces"], "latest_run": True, "runs_dir": "traces/runs", "round_logs": [], "labels": []},
-    "premature_stops": {"patience": 4, "normalization": "default", "user_turns": "reset", "max_premature": 0},
+    "premature_stops": {"patience": PATIENCE.default, "normalization": "default", "user_turns": "reset", "max_premature": 0},
     "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
                    "max_undercount_share": 0.05, "exclude": [], "providers": {}},
     "overruns": {"deliberate": [], "max_count": 0, "max_overrun_sec": 0.0},
@@ -193,38 +189,6 @@ def load_config(path: str | Path) -> GateConfig:
     return parse_config(read_user_file(path, "the gate config"), str(path))
 
 
-# ---- inputs --------------------------------------------------------------------------------------------
-def latest_run_dir(runs_dir: str | Path) -> Path | None:
-    """The newest run folder (run ids start with a timestamp)."""
-    d = Path(runs_dir)
-    if not d.is_dir():
-        return None
-    runs = [p for p in d.iterdir() if p.is_dir() and any(p.glob("*.jsonl"))]
-    return max(runs, key=lambda p: (p.name, p.stat().st_mtime)) if runs else None
-
-
-def default_inputs(traces: Sequence[str], latest_run: bool = True, runs_dir: str = "traces/runs") -> list[Path]:
-    """The committed traces (the `traces` folders without their `runs/`
-    folder) plus the newest run folder."""
-    out: list[Path] = []
-    runs = Path(runs_dir).resolve()
-    for t in traces:
-        p = Path(t)
-        if not p.exists():
-            continue
-        if p.is_dir() and (runs == p.resolve() or runs.is_relative_to(p.resolve())):
-            for child in sorted(p.iterdir()):
-                if child.resolve() != runs and (child.is_dir() or child.suffix == ".jsonl"):
-                    out.append(child)
-        else:
-            out.append(p)
-    if latest_run:
-        latest = latest_run_dir(runs_dir)
-        if latest is not None:
-            out.append(latest)
-    return out
-
-
 # ---- the conditions ----------------------------------------------------------------------------------
 @dataclass
 class Condition:
@@ -343,84 +307,15 @@ def overruns(frames: Frames, cfg: GateConfig) -> Condition:
     return c
 
 
-# ---- the command --------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="imprint check",
-        description="The release gate: ADR 0102's three invalidation conditions checked on traces and round logs "
-                    "against the thresholds of a TOML config. Exit 0 when all hold, 1 when one fails, 2 on "
-                    "unusable input.",
-        epilog="Without TRACES: the config's [inputs] (by default traces/ without traces/runs/, the newest folder "
-               "under traces/runs/, and the configured round logs). Paths are relative to the current directory.")
-    p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"thresholds (default {DEFAULT_CONFIG})")
-    p.add_argument("--labels", action="append", metavar="FILE",
-                   help="labels file (repeatable; default: the config's inputs.labels)")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
-    return p
-
-
-def run_gate(paths: Sequence[str | Path], cfg: GateConfig, label_files: Sequence[str]) -> tuple[list[Condition], Frames, list[str]]:
-    notes: list[str] = []
-    if not paths:
-        inp = cfg.inputs
-        paths = default_inputs(inp["traces"], inp["latest_run"], inp["runs_dir"])
-        for rl in inp["round_logs"]:
-            if Path(rl).exists():
-                paths.append(Path(rl))
-            else:
-                notes.append(f"round logs {rl} not found; skipped")
-    if not paths:
-        raise UserInputError("no traces to check", file=" ".join(cfg.inputs["traces"]),
-                             expected="traces or round logs (run `imprint run` first)")
+# ---- the gate -------------------------------------------------------------------------------------------
+def run_gate(paths: Sequence[str | Path], cfg: GateConfig,
+             label_files: Sequence[str]) -> tuple[list[Condition], Frames, list[str]]:
+    """The three conditions over `paths`; also the loader's warnings."""
     labels = load_labels(label_files)
     ps = cfg.premature_stops
     frames = load_frames(paths, patience=ps["patience"], normalization=ps["normalization"],
                          user_turns=ps["user_turns"])
     if frames.runs.empty:
         raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
-    notes.extend(frames.warnings)
-    return [premature_stops(frames, labels, cfg), divergence(frames, cfg), overruns(frames, cfg)], frames, notes
-
-
-def cli(args: argparse.Namespace | Sequence[str]) -> int:
-    argv = list(args.rest) if isinstance(args, argparse.Namespace) else list(args)
-    ns = build_parser().parse_args(argv)
-    cfg = load_config(ns.config)
-    label_files = ns.labels if ns.labels is not None else cfg.inputs["labels"]
-    conditions, frames, notes = run_gate(ns.paths, cfg, label_files)
-    passed = all(c.passed for c in conditions)
-    if ns.json:
-        print(json.dumps({"passed": passed, "config": cfg.path, "labels": list(label_files),
-                          "inputs": frames.files and {"files": len(frames.files),
-                                                      "runs": int((frames.runs["source"] == "trace").sum()),
-                                                      "round_logs": int((frames.runs["source"] == "roundlog").sum())},
-                          "notes": notes, "conditions": [c.to_dict() for c in conditions]}, indent=2, default=str))
-        return EXIT_OK if passed else EXIT_FAILED
-    from rich.table import Table
-    from .cli import _console
-    out = _console()
-    for n in notes:
-        print(f"note: {n}", file=sys.stderr)
-    t = Table(title=f"imprint check ({cfg.path}): {len(frames.files)} file(s), "
-                    f"{int((frames.runs['source'] == 'trace').sum())} trace(s), "
-                    f"{int((frames.runs['source'] == 'roundlog').sum())} round log(s)")
-    for col, just in [("condition", "left"), ("subject", "left"), ("figure", "right"), ("threshold", "right"),
-                      ("verdict", "left")]:
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for c in conditions:
-        for i, row in enumerate(c.rows):
-            verdict = "[green]holds[/]" if row["passed"] else "[dim]not judged[/]" if row["passed"] is None \
-                else "[red]FAILS[/]"
-            t.add_row(f"{c.number}. {c.name}" if i == 0 else "", row["subject"], row["figure"], row["threshold"],
-                      verdict)
-        if not c.rows:
-            t.add_row(f"{c.number}. {c.name}", "-", "no data", "-", "[red]FAILS[/]")
-    out.print(t)
-    for c in conditions:
-        for d in c.details:
-            out.print(f"  {c.number}. {d}", soft_wrap=True)
-    failed = [str(c.number) for c in conditions if not c.passed]
-    out.print("[green]gate: all three conditions hold[/]" if passed else
-              f"[red]gate: condition {', '.join(failed)} fail(s)[/]")
-    return EXIT_OK if passed else EXIT_FAILED
+    return [premature_stops(frames, labels, cfg), divergence(frames, cfg), overruns(frames, cfg)], frames, \
+        list(frames.warnings)

@@ -9,7 +9,7 @@ from imprint_core.errors import UserInputError
 from imprint_core.tools import FunctionTool
 from imprint_core.types import ToolContext, ToolOutput, ToolSpec
 
-from .scenario import AnswerSpec, ResultSpec, Scenario, ToolSpecYaml
+from .model import AnswerSpec, ResultSpec, Scenario, ToolSpecYaml
 
 
 class ScriptedToolError(RuntimeError):

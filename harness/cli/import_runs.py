@@ -1,21 +1,14 @@
-"""`imprint import PATH... --out DIR [--format NAME]`, ready to wire in.
-
-`add_import_command(subparsers)` adds the command to `imprint`'s parser
-(its handler raises `UserInputError`, which `harness.cli.main` prints as one
-line and exits 2); `main_import(argv)` runs it standalone with the same exits.
-"""
+"""`imprint import PATH... --out DIR [--format NAME]`: other agents' raw
+trajectories as round logs (the converters live in harness.realruns.importers).
+Unusable input raises UserInputError, which `imprint` prints as one line, exit 2."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from imprint_core.errors import UserInputError
+from ..conventions import EXIT_OK
+from ..realruns.importers import FORMATS, import_paths
 
-from .convert import import_paths
-from .source import FORMATS
-
-EXIT_OK, EXIT_INPUT = 0, 2
 PROGRESS_MIN_FILES = 10
 """Fewer files than this convert without a progress bar."""
 
@@ -34,9 +27,9 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def add_import_command(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add `import` to a parser's subcommands; the handler is `args.fn(args)`."""
-    return _configure(subparsers.add_parser("import", help=HELP, description=DESCRIPTION))
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `import` to `imprint`'s subcommands; the handler is `args.fn(args)`."""
+    return _configure(sub.add_parser("import", help=HELP, description=DESCRIPTION))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -65,14 +58,3 @@ def cmd_import(args: argparse.Namespace) -> int:
             bar.stop()
     print(f"wrote {len(written)} round logs to {args.out}")
     return EXIT_OK
-
-
-def main_import(argv: list[str] | None = None) -> int:
-    """Run `import` standalone: 0 when done, 2 (one line on stderr) on unusable input."""
-    parser = _configure(argparse.ArgumentParser(prog="imprint import", description=DESCRIPTION))
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return args.fn(args)
-    except UserInputError as exc:
-        print(f"error: {exc.describe()}", file=sys.stderr)
-        return EXIT_INPUT

@@ -1,0 +1,50 @@
+"""`imprint`: run scenarios, replay round logs, manage settings and more.
+
+Every command exits 0 on success, 1 when a check fails, 2 on unusable input
+(the message names the file, line and key; never a traceback)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from imprint_core.errors import ImprintError, UserInputError
+
+from ..conventions import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
+from . import (check, export_rounds, faults, import_runs, model, record, replay, report, run, schema, servers,
+               settings, smoke, tune)
+
+# In `imprint --help` order: the scenario library and real runs, settings,
+# the local model and live servers, then the analysis of what ran.
+COMMANDS = (run, import_runs, replay, export_rounds, settings, schema, model, record, servers, smoke, report, tune, check, faults)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="imprint", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    try:
+        return args.fn(args)
+    except UserInputError as exc:
+        print(f"error: {exc.describe()}", file=sys.stderr)
+        return EXIT_INPUT
+    except ImprintError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug of ours: say so in one line; IMPRINT_DEBUG=1 shows the traceback
+        if os.environ.get("IMPRINT_DEBUG"):
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (set IMPRINT_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,38 @@
+"""Which traces a command reads when it is given none: the committed ones
+and the newest run folder (`imprint report`, `imprint check`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+
+def latest_run_dir(runs_dir: str | Path) -> Path | None:
+    """The newest run folder (run ids start with a timestamp)."""
+    d = Path(runs_dir)
+    if not d.is_dir():
+        return None
+    runs = [p for p in d.iterdir() if p.is_dir() and any(p.glob("*.jsonl"))]
+    return max(runs, key=lambda p: (p.name, p.stat().st_mtime)) if runs else None
+
+
+def default_inputs(traces: Sequence[str], latest_run: bool = True, runs_dir: str = "traces/runs") -> list[Path]:
+    """The committed traces (the `traces` folders without their `runs/`
+    folder) plus the newest run folder."""
+    out: list[Path] = []
+    runs = Path(runs_dir).resolve()
+    for t in traces:
+        p = Path(t)
+        if not p.exists():
+            continue
+        if p.is_dir() and (runs == p.resolve() or runs.is_relative_to(p.resolve())):
+            for child in sorted(p.iterdir()):
+                if child.resolve() != runs and (child.is_dir() or child.suffix == ".jsonl"):
+                    out.append(child)
+        else:
+            out.append(p)
+    if latest_run:
+        latest = latest_run_dir(runs_dir)
+        if latest is not None:
+            out.append(latest)
+    return out
+

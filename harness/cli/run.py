@@ -1,0 +1,88 @@
+"""`imprint run`: scenario files on the virtual clock, a trace each, a table."""
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from imprint_core.errors import UserInputError
+
+from ..conventions import EXIT_FAILED, EXIT_INPUT, EXIT_OK
+from .console import console
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("run", help="run scenario files on the virtual clock and check their expectations",
+                       description="Run scenarios (default: all of scenarios/), write one JSONL trace each under "
+                                   "traces/runs/<run-id>/, print a table; exit 1 if any expectation fails.")
+    r.add_argument("paths", nargs="*", metavar="PATH", help="scenario files or directories (default: scenarios)")
+    r.add_argument("--json", action="store_true", help="print the results as JSON")
+    r.add_argument("--traces", default="traces/runs", help="where run folders go (default: traces/runs)")
+    r.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..scenarios.model import load_scenario, scenario_files
+    from ..scenarios.runner import run_scenario
+    files = scenario_files(args.paths or ["scenarios"])
+    if not files:
+        raise UserInputError("no scenario files (*.yaml) found", file=" ".join(args.paths or ["scenarios"]))
+    scenarios, problems = [], []
+    for f in files:
+        try:
+            scenarios.append(load_scenario(f))
+        except UserInputError as exc:
+            problems.append(exc.describe())
+    if problems:
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        return EXIT_INPUT
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    out_dir = Path(args.traces) / run_id
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    err = console(stderr=True)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("[bold]imprint run"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True,
+                  disable=args.json or not err.is_terminal) as progress:
+        task = progress.add_task("", total=len(scenarios))
+        for scn, f in zip(scenarios, files):
+            progress.update(task, description=scn.name)
+            runs.append(run_scenario(scn, out_dir / f"{f.stem}.jsonl", run_id=run_id))
+            progress.advance(task)
+    rows = [r.row() for r in runs]
+    summary = {"run_id": run_id, "traces": str(out_dir), "passed": sum(r.passed for r in runs),
+               "failed": sum(not r.passed for r in runs), "scenarios": rows}
+    from imprint_core.settings import atomic_write_text
+    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_run_table(rows, summary)
+    return EXIT_OK if summary["failed"] == 0 else EXIT_FAILED
+
+
+def _print_run_table(rows: list[dict], summary: dict) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+    table = Table(title=f"imprint run {summary['run_id']}", show_lines=False)
+    for col, just in [("scenario", "left"), ("stop reason", "left"), ("final mode", "left"), ("rounds", "right"),
+                      ("requests", "right"), ("reserved", "right"), ("charged", "right"), ("refunded", "right"),
+                      ("result", "left")]:
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        verdict = "[green]pass[/]" if r["passed"] else "[red]FAIL[/] " + escape("; ".join(r["failures"]))
+        table.add_row(r["scenario"], r["stop_reason"] or "-", r["final_mode"] or "-", _n(r["rounds"]),
+                      _n(r["requests"]), _n(r["reserved"]), _n(r["charged"]), _n(r["refunded"]), verdict)
+    out = console()
+    out.print(table)
+    out.print(f"{summary['passed']} passed, {summary['failed']} failed; traces in {summary['traces']}")
+
+
+def _n(v: Any) -> str:
+    return "-" if v is None else f"{v:,}" if isinstance(v, int) else str(v)
