@@ -12,12 +12,13 @@ runs:
   23-3:
     loops: [[5, 6], [10, 12]]      # several loops
   chat_dev/astropy-1:              # a path's tail (`folder/stem`), for stems repeated across folders
-    loops: [{start: 8, end: 15, period: 2}]   # A B A B ...: period 2 (1: the same each round)
+    loops: [{start: 8, end: 15, period: 2}]   # A B A B: round 8 repeats 6, 9 repeats 7, ...
 ```
 
 Each run has `should_not_stop_before`, `loops` or both, and an optional
-`note`. A loop is `[A, B]` or `{start: A, end: B, period: P}` (P, optional:
-the rounds one repetition takes). Mistakes name the file, the line and the key.
+`note`. A loop is `[A, B]` or `{start: A, end: B, period: P}`: rounds A to B
+only repeat earlier work, each round the one P rounds before it (P optional;
+1: the same every round, 2: A B A B). Mistakes name the file, the line and the key.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class RunLabel:
     note: str = ""
     file: str = ""
     line: int | None = None
-    periods: tuple[int | None, ...] = ()   # per loop, in order: rounds per repetition (None: not given)
+    periods: tuple[int | None, ...] = ()   # per loop, in order: a round repeats the one P before (None: not given)
 
     @property
     def useful(self) -> bool:
@@ -162,10 +163,10 @@ def parse_labels(text: str, name: str) -> Labels:
                 if b < a:
                     raise UserInputError(f"loop [{a}, {b}] ends before it starts", file=name, line=pline, key=kk,
                                          expected="A <= B")
-                if period is not None and period > b - a + 1:
-                    raise UserInputError(f"period {period} is longer than the loop [{a}, {b}]", file=name,
+                if period is not None and period >= a:
+                    raise UserInputError(f"period {period}: round {a} cannot repeat round {a - period}", file=name,
                                          line=line_of(lines, ploc + ("period",)), key=f"{kk}.period",
-                                         expected=f"1 to {b - a + 1}")
+                                         expected=f"1 to {a - 1}: each round repeats the one P rounds before it")
                 loops.append((a, b, period))
         note = body.get("note", "")
         if not isinstance(note, str):

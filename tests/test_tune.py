@@ -99,7 +99,7 @@ def test_user_turns_start_new_replies(tmp_path: Path, capsys) -> None:
     ("runz: {}\n", ":1: runz"),
     ("runs:\n  a: {loops: [1, 2]}\n  a: {loops: [3, 4]}\n", ":3: a"),
     ("runs:\n  a:\n    loops:\n      - {start: 3, end: 9, period: 0}\n", ":4: runs.a.loops[0].period"),
-    ("runs:\n  a:\n    loops:\n      - {start: 3, end: 4, period: 3}\n", ":4: runs.a.loops[0].period"),
+    ("runs:\n  a:\n    loops:\n      - {start: 3, end: 4,\n         period: 3}\n", ":5: runs.a.loops[0].period"),
     ("runs:\n  a:\n    loops: {start: 3, end: 9, period: two}\n", ":3: runs.a.loops.period"),
     ("runs:\n  a:\n    loops: [[1, 2], {start: 3}]\n", ":3: runs.a.loops[1].end"),
     ("runs:\n  a:\n    loops:\n      - [1, 2]\n      - {start: 3, end: 4, every: 2}\n", ":5: runs.a.loops[1].every"),
@@ -124,14 +124,14 @@ def test_loops_with_periods_and_the_old_forms() -> None:
             "  mixed:\n"
             "    loops: [{start: 20, end: 27, period: 2}, [3, 4], {start: 8, end: 9}]\n"
             "  one: {loops: {start: 4, end: 6, period: 1}}\n"
-            "  pair-of-maps: {loops: [{start: 1, end: 2}, {start: 5, end: 7, period: 3}]}\n")
+            "  pair-of-maps: {loops: [{start: 1, end: 2}, {start: 5, end: 7, period: 4}]}\n")
     labels = parse_labels(text, "l.yaml")
     assert labels.runs["old"].loops == ((5, 6),) and labels.runs["old"].periods == (None,)
     assert labels.runs["old-list"].loops == ((5, 6), (10, 12))
     mixed = labels.runs["mixed"]
     assert mixed.loops == ((3, 4), (8, 9), (20, 27)) and mixed.periods == (None, None, 2)
     assert labels.runs["one"].loops == ((4, 6),) and labels.runs["one"].periods == (1,)
-    assert labels.runs["pair-of-maps"].loops == ((1, 2), (5, 7)) and labels.runs["pair-of-maps"].periods == (None, 3)
+    assert labels.runs["pair-of-maps"].loops == ((1, 2), (5, 7)) and labels.runs["pair-of-maps"].periods == (None, 4)
     j = judge(mixed, None, rounds=30)
     assert (j.loops, j.loop_total) == (3, 2 + 2 + 8)
 
