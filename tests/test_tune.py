@@ -159,6 +159,12 @@ def test_shipped_label_files_load() -> None:
     assert sum(l.useful for l in tau.runs.values()) == 80 and sum(bool(l.loops) for l in tau.runs.values()) == 10
     scen = load_labels([ROOT / "scenarios" / "labels" / "labels-scenarios.yaml"])
     assert scen.runs["past-12-rounds"].should_not_stop_before == 30
+    real = load_labels([ROOT / "scenarios" / "labels" / f"labels-{n}.yaml" for n in ("mini-swe-agent", "who-and-when")])
+    msa = [l for l in real.runs.values() if l.name.startswith("deepseek_")]
+    assert sum(l.useful for l in msa) == 47 and sum(len(l.loops) for l in msa) == 10
+    assert not any(l.useful for l in real.runs.values() if l not in msa)
+    assert sum(len(l.loops) for l in real.runs.values()) == 30
+    assert all(len(l.periods) == len(l.loops) for l in real.runs.values())
 
 
 @pytest.mark.skipif(not TAU.is_dir(), reason="the tau-bench round logs are not beside the repository")
