@@ -98,6 +98,12 @@ def test_user_turns_start_new_replies(tmp_path: Path, capsys) -> None:
     ("format: imprint-labels/2\nruns: {}\n", ":1: format"),
     ("runz: {}\n", ":1: runz"),
     ("runs:\n  a: {loops: [1, 2]}\n  a: {loops: [3, 4]}\n", ":3: a"),
+    ("runs:\n  a:\n    loops:\n      - {start: 3, end: 9, period: 0}\n", ":4: runs.a.loops[0].period"),
+    ("runs:\n  a:\n    loops:\n      - {start: 3, end: 4,\n         period: 3}\n", ":5: runs.a.loops[0].period"),
+    ("runs:\n  a:\n    loops: {start: 3, end: 9, period: two}\n", ":3: runs.a.loops.period"),
+    ("runs:\n  a:\n    loops: [[1, 2], {start: 3}]\n", ":3: runs.a.loops[1].end"),
+    ("runs:\n  a:\n    loops:\n      - [1, 2]\n      - {start: 3, end: 4, every: 2}\n", ":5: runs.a.loops[1].every"),
+    ("runs:\n  a:\n    loops: {start: 9, end: 3}\n", ":3: runs.a.loops"),
 ])
 def test_malformed_labels_name_file_line_key(tmp_path: Path, text: str, where: str, capsys) -> None:
     with pytest.raises(UserInputError) as err:
@@ -109,6 +115,34 @@ def test_malformed_labels_name_file_line_key(tmp_path: Path, text: str, where: s
     assert main(["tune", str(tmp_path / "a.jsonl"), "--labels", str(f)]) == 2
     err_out = capsys.readouterr().err
     assert f"{f}{where}" in err_out and "Traceback" not in err_out
+
+
+def test_loops_with_periods_and_the_old_forms() -> None:
+    text = ("runs:\n"
+            "  old: {loops: [5, 6]}\n"
+            "  old-list: {loops: [[10, 12], [5, 6]]}\n"
+            "  mixed:\n"
+            "    loops: [{start: 20, end: 27, period: 2}, [3, 4], {start: 8, end: 9}]\n"
+            "  one: {loops: {start: 4, end: 6, period: 1}}\n"
+            "  pair-of-maps: {loops: [{start: 1, end: 2}, {start: 5, end: 7, period: 4}]}\n")
+    labels = parse_labels(text, "l.yaml")
+    assert labels.runs["old"].loops == ((5, 6),) and labels.runs["old"].periods == (None,)
+    assert labels.runs["old-list"].loops == ((5, 6), (10, 12))
+    mixed = labels.runs["mixed"]
+    assert mixed.loops == ((3, 4), (8, 9), (20, 27)) and mixed.periods == (None, None, 2)
+    assert labels.runs["one"].loops == ((4, 6),) and labels.runs["one"].periods == (1,)
+    assert labels.runs["pair-of-maps"].loops == ((1, 2), (5, 7)) and labels.runs["pair-of-maps"].periods == (None, 4)
+    j = judge(mixed, None, rounds=30)
+    assert (j.loops, j.loop_total) == (3, 2 + 2 + 8)
+
+
+def test_a_run_is_found_by_its_path_below_a_folder() -> None:
+    labels = parse_labels("runs:\n  chat/x: {should_not_stop_before: 3}\n  lite/x: {loops: [1, 2]}\n"
+                          "  y: {should_not_stop_before: 9}\n", "l.yaml")
+    assert labels.for_run("x", "x#1", "/logs/msa/chat/x.jsonl").should_not_stop_before == 3
+    assert labels.for_run("x", "x#2", "logs/msa/lite/x.jsonl").loops == ((1, 2),)
+    assert labels.for_run("x", "x#3", "logs/msa/other/x.jsonl") is None
+    assert labels.for_run("y", None, "/logs/chat/y.jsonl").should_not_stop_before == 9
 
 
 def test_no_labelled_run_is_unusable_input(tmp_path: Path, capsys) -> None:
@@ -125,6 +159,12 @@ def test_shipped_label_files_load() -> None:
     assert sum(l.useful for l in tau.runs.values()) == 80 and sum(bool(l.loops) for l in tau.runs.values()) == 10
     scen = load_labels([ROOT / "scenarios" / "labels" / "labels-scenarios.yaml"])
     assert scen.runs["past-12-rounds"].should_not_stop_before == 30
+    real = load_labels([ROOT / "scenarios" / "labels" / f"labels-{n}.yaml" for n in ("mini-swe-agent", "who-and-when")])
+    msa = [l for l in real.runs.values() if l.name.startswith("deepseek_")]
+    assert sum(l.useful for l in msa) == 47 and sum(len(l.loops) for l in msa) == 10
+    assert not any(l.useful for l in real.runs.values() if l not in msa)
+    assert sum(len(l.loops) for l in real.runs.values()) == 30
+    assert all(len(l.periods) == len(l.loops) for l in real.runs.values())
 
 
 @pytest.mark.skipif(not TAU.is_dir(), reason="the tau-bench round logs are not beside the repository")

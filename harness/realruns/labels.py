@@ -11,10 +11,14 @@ runs:
     note: same payment error five times
   23-3:
     loops: [[5, 6], [10, 12]]      # several loops
+  chat_dev/astropy-1:              # a path's tail (`folder/stem`), for stems repeated across folders
+    loops: [{start: 8, end: 15, period: 2}]   # A B A B: round 8 repeats 6, 9 repeats 7, ...
 ```
 
 Each run has `should_not_stop_before`, `loops` or both, and an optional
-`note`. Mistakes name the file, the line and the key.
+`note`. A loop is `[A, B]` or `{start: A, end: B, period: P}`: rounds A to B
+only repeat earlier work, each round the one P rounds before it (P optional;
+1: the same every round, 2: A B A B). Mistakes name the file, the line and the key.
 """
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ from ..yamlsource import line_of, load_yaml
 
 LABELS_FORMAT = "imprint-labels/1"
 RUN_KEYS = ("should_not_stop_before", "loops", "note")
+LOOP_KEYS = ("start", "end", "period")
+LOOP_FORMS = "[first round, last round] or {start: A, end: B, period: P}"
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,7 @@ class RunLabel:
     note: str = ""
     file: str = ""
     line: int | None = None
+    periods: tuple[int | None, ...] = ()   # per loop, in order: a round repeats the one P before (None: not given)
 
     @property
     def useful(self) -> bool:
@@ -53,8 +60,11 @@ class Labels:
         return len(self.runs)
 
     def for_run(self, name: str, run: str | None = None, path: str | None = None) -> RunLabel | None:
-        """The label of a run, by its name, its run id or its file name."""
-        for key in (name, run, Path(path).name if path else None, Path(path).stem if path else None):
+        """The label of a run, by its name, its run id, its file name or stem, or
+        its path without suffix below some folder (`run-folder/stem`)."""
+        parts = (Path(path).parent / Path(path).stem).parts if path else ()
+        tails = ["/".join(parts[i:]) for i in range(len(parts) - 1)]
+        for key in (name, run, Path(path).name if path else None, Path(path).stem if path else None, *tails):
             if key and key in self.runs:
                 return self.runs[key]
         return None
@@ -117,32 +127,54 @@ def parse_labels(text: str, name: str) -> Labels:
             k = loc + ("should_not_stop_before",)
             snsb = _int(body["should_not_stop_before"], name, line_of(lines, k), f"{where}.should_not_stop_before",
                         "a round number (1 or more)")
-        loops: list[tuple[int, int]] = []
+        loops: list[tuple[int, int, int | None]] = []
         if "loops" in body:
             k = loc + ("loops",)
             raw = body["loops"]
-            single = isinstance(raw, list) and len(raw) == 2 and not any(isinstance(x, list) for x in raw)
+            single = isinstance(raw, dict) or isinstance(raw, list) and len(raw) == 2 \
+                and not any(isinstance(x, (list, dict)) for x in raw)
             pairs = [raw] if single else raw
             if not isinstance(pairs, list) or not pairs:
-                raise UserInputError("loops must be [A, B] or a list of [A, B]", file=name, line=line_of(lines, k),
-                                     key=f"{where}.loops", expected="[first round, last round]")
+                raise UserInputError("loops must be one loop or a list of loops", file=name, line=line_of(lines, k),
+                                     key=f"{where}.loops", expected=LOOP_FORMS)
             for i, pair in enumerate(pairs):
                 kk = f"{where}.loops" + ("" if single else f"[{i}]")
-                pline = line_of(lines, k + (() if single else (i,)))
+                ploc = k + (() if single else (i,))
+                pline = line_of(lines, ploc)
+                period = None
+                if isinstance(pair, dict):
+                    for key in pair:
+                        if key not in LOOP_KEYS:
+                            raise UserInputError("unknown key", file=name, line=line_of(lines, ploc + (key,)),
+                                                 key=f"{kk}.{key}", expected=", ".join(LOOP_KEYS))
+                    for key in ("start", "end"):
+                        if key not in pair:
+                            raise UserInputError("required key is missing", file=name, line=pline,
+                                                 key=f"{kk}.{key}", expected="a round number (1 or more)")
+                    if "period" in pair:
+                        period = _int(pair["period"], name, line_of(lines, ploc + ("period",)), f"{kk}.period",
+                                      "rounds per repetition (1 or more; 2: A B A B)")
+                    pair = [pair["start"], pair["end"]]
                 if not isinstance(pair, list) or len(pair) != 2:
-                    raise UserInputError(f"{pair!r} is not a pair of rounds", file=name, line=pline, key=kk,
-                                         expected="[first round, last round]")
+                    raise UserInputError(f"{pair!r} is not a loop", file=name, line=pline, key=kk,
+                                         expected=LOOP_FORMS)
                 a = _int(pair[0], name, pline, kk, "a round number (1 or more)")
                 b = _int(pair[1], name, pline, kk, "a round number (1 or more)")
                 if b < a:
                     raise UserInputError(f"loop [{a}, {b}] ends before it starts", file=name, line=pline, key=kk,
                                          expected="A <= B")
-                loops.append((a, b))
+                if period is not None and period >= a:
+                    raise UserInputError(f"period {period}: round {a} cannot repeat round {a - period}", file=name,
+                                         line=line_of(lines, ploc + ("period",)), key=f"{kk}.period",
+                                         expected=f"1 to {a - 1}: each round repeats the one P rounds before it")
+                loops.append((a, b, period))
         note = body.get("note", "")
         if not isinstance(note, str):
             raise UserInputError("note must be text", file=name, line=line_of(lines, loc + ("note",)),
                                  key=f"{where}.note")
-        out.runs[run] = RunLabel(run, snsb, tuple(sorted(loops)), note, name, line)
+        loops.sort(key=lambda x: x[:2])
+        out.runs[run] = RunLabel(run, snsb, tuple((a, b) for a, b, _ in loops), note, name, line,
+                                 tuple(p for _, _, p in loops))
     return out
 
 
