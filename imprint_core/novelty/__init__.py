@@ -1,0 +1,23 @@
+"""Evidence novelty: whether a read round brought new evidence (ADR 0102;
+research-loop.md, "Progress"), and the patience rule that stops research
+after rounds without it.
+
+Where things live (start with rule.py):
+- rule.py: the rule. NoveltyConfig, EvidenceVerdict, RoundNovelty,
+  NoveltyTracker, PatienceRule.
+- normalization.py: the normalization variants and the masks of volatile
+  tokens (the reference regexes).
+- segmentation.py: a tool result into evidence units (JSON hits, paragraphs).
+- fingerprints.py: windows, shingles and their 64-bit fingerprints.
+- store.py: the bounded two-generation stores the tracker remembers with.
+- _fast_masks.py, _tally.py: speed-ups, quarantined; each gives the answer of
+  a plain definition elsewhere (tests/test_novelty_speed_invariants.py).
+"""
+from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
+from .normalization import NORMALIZATIONS, normalize
+from .rule import NoveltyConfig, NoveltyTracker, PatienceRule
+from .segmentation import segment
+
+# What code outside the package imports; the rest is reached by its module.
+__all__ = ["NORMALIZATIONS", "NoveltyConfig", "NoveltyTracker", "PatienceRule", "SHINGLE_WORDS", "WINDOW_WORDS",
+           "normalize", "segment", "shingles"]
