@@ -12,6 +12,10 @@ Where things live (start with rule.py):
 - store.py: the bounded two-generation stores the tracker remembers with.
 - _fast_masks.py, _tally.py: speed-ups, quarantined; each gives the answer of
   a plain definition elsewhere (tests/test_novelty_speed_invariants.py).
+
+Speed is measured by benchmarks/bench_novelty.py. Hot numpy code calls array
+methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those
+functions adds a Python call, and there are dozens per round.
 """
 from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
 from .normalization import NORMALIZATIONS, normalize

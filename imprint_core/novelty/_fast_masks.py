@@ -237,7 +237,7 @@ def find_line_number(t: str, s: Shape):
     if ":" not in t and "|" not in t:
         return None
     b = np.frombuffer(s.digits, np.uint8)
-    first = np.flatnonzero(b[:-1] == 10)
+    first = (b[:-1] == 10).nonzero()[0]
     first += 1                                          # each line's first character
     c = b[first]
     out = first[(c == 48) | (c == 32) | (c == 9)].tolist()

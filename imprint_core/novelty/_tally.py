@@ -39,9 +39,9 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
     n, nv = counts.size, n_results
     sh = shingles
     if seen.any():
-        sh = sh[np.repeat(~seen, counts)]
+        sh = sh[(~seen).repeat(counts)]
         counts = np.where(seen, 0, counts)
-    order = np.argsort(sh, kind="stable")
+    order = sh.argsort(kind="stable")
     s = sh[order]
     repeated = s[1:] == s[:-1]
     if not repeated.any():                           # every shingle once: counts are as built
@@ -51,7 +51,7 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
             new = counts > 0
             known_per_result = 0
         else:
-            known_window = np.repeat(np.arange(n), counts)[order[known]]
+            known_window = np.arange(n).repeat(counts)[order[known]]
             new = np.bincount(known_window, minlength=n) < threshold * counts
             known_per_result = np.bincount(owner[known_window], minlength=nv)
         new_shingles = (np.bincount(owner, weights=counts, minlength=nv).astype(np.intp)
@@ -62,8 +62,8 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
         np.logical_not(repeated, out=first[1:])
         distinct = s[first]
         in_young, known = lookup(distinct)
-        known_sorted = known[np.cumsum(first) - 1]
-        w = np.repeat(np.arange(n), counts)[order]
+        known_sorted = known[first.cumsum() - 1]
+        w = np.arange(n).repeat(counts)[order]
         first_w = first.copy()
         first_w[1:] |= w[1:] != w[:-1]
         per_window = np.bincount(w[first_w], minlength=n)

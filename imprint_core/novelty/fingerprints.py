@@ -45,7 +45,7 @@ def _span_hashes(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarra
     pw, ipw = _powers(b.size + 1)
     prefix = np.empty(b.size + 1, np.uint64)
     prefix[0] = 0
-    np.cumsum((b + _ONE) * pw[:b.size], out=prefix[1:])
+    ((b + _ONE) * pw[:b.size]).cumsum(out=prefix[1:])
     h = prefix[ends]
     h -= prefix[starts]
     h *= ipw[starts]
@@ -128,13 +128,13 @@ def windows_of(units: Sequence[str]) -> Windows | None:
     k = SHINGLE_WORDS - 1
     counts = size - k
     if counts.min() >= 1:
-        sh_first = np.arange(nw - k * first.size) + np.repeat(first - (np.cumsum(counts) - counts), counts)
+        sh_first = np.arange(nw - k * first.size) + (first - (counts.cumsum() - counts)).repeat(counts)
         sh_last = sh_first + k
     else:                                              # a short window is one shingle
         np.maximum(counts, 1, out=counts)
-        offsets = np.cumsum(counts) - counts
-        sh_first = np.arange(int(offsets[-1] + counts[-1])) + np.repeat(first - offsets, counts)
-        sh_last = np.minimum(sh_first + k, np.repeat(last, counts))
+        offsets = counts.cumsum() - counts
+        sh_first = np.arange(int(offsets[-1] + counts[-1])) + (first - offsets).repeat(counts)
+        sh_last = np.minimum(sh_first + k, last.repeat(counts))
     starts = bounds[np.concatenate((first, sh_first))]
     starts += 1
     ends = bounds[np.concatenate((last, sh_last)) + 1]

@@ -80,14 +80,14 @@ class _Table:
 
     def contains(self, q: np.ndarray) -> np.ndarray:
         """Which of the nonzero fingerprints q are held."""
-        rows = np.take(self.keys, self._bucket(q), axis=0)
+        rows = self.keys.take(self._bucket(q), axis=0)
         found = (rows == q[:, None]).view(np.uint64).ravel() != 0  # any() of each row of 8 bools
         over = self.overflow
         if over.size:
-            go = np.flatnonzero(rows[:, -1] != 0)     # only a full bucket's keys can be in overflow
+            go = (rows[:, -1] != 0).nonzero()[0]      # only a full bucket's keys can be in overflow
             if go.size:
                 qg = q[go]
-                i = np.searchsorted(over, qg)
+                i = over.searchsorted(qg)
                 np.minimum(i, over.size - 1, out=i)
                 found[go] |= over[i] == qg
         return found
@@ -152,7 +152,7 @@ class FingerprintStore:
         in_young = self._young.contains(q)
         known = in_young
         if self._old.count:
-            rest = np.flatnonzero(~in_young)
+            rest = (~in_young).nonzero()[0]
             if rest.size:
                 known = in_young.copy()
                 known[rest] = self._old.contains(q[rest])
