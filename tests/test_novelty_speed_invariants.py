@@ -1,8 +1,9 @@
 """The optimized novelty path gives the same answers as a straightforward one.
 
-imprint_core.novelty judges a round's results together, masks their units in
-one joined piece, tries each mask only where a literal search says it could
-match, hashes shingles in bulk with numpy and keeps them in numpy hash tables.
+imprint_core.novelty judges a round's results together (_tally.py), masks
+their units in one joined piece, tries each mask only where a literal search
+says it could match (_fast_masks.py), hashes shingles in bulk with numpy
+(fingerprints.py) and keeps them in numpy hash tables (store.py).
 The reference below is the plain definition: each unit normalized alone with
 every mask run as `pattern.sub` in order, words hashed one by one, Python
 sets. Fingerprint values differ (another hash); every count and verdict must
@@ -24,6 +25,8 @@ import xxhash
 from imprint_core import novelty as nv
 from imprint_core.novelty import (NoveltyConfig, NoveltyTracker, SHINGLE_WORDS, WINDOW_WORDS, normalize, segment,
                                   shingles)
+from imprint_core.novelty import _fast_masks as fm, fingerprints as fp, normalization as nz
+from imprint_core.novelty.store import BoundedHashSet, FingerprintStore
 
 # ------------------------------------------------------------ reference ---
 
@@ -37,8 +40,8 @@ def ref_normalize(text: str, variant: str) -> str:
         text = unicodedata.normalize("NFKC", text)
     text = text.casefold()
     if variant == "default":
-        for pattern, repl in nv._MASKS:
-            text = pattern.sub(repl, text)
+        for mask in nz.MASKS:
+            text = mask.pattern.sub(mask.repl, text)
     return " ".join(text.split())
 
 
@@ -56,8 +59,8 @@ class RefTracker:
 
     def __init__(self, cfg: NoveltyConfig):
         self.cfg = cfg
-        self.sh = nv.BoundedHashSet(cfg.shingle_capacity)
-        self.par = nv.BoundedHashSet(cfg.paragraph_capacity)
+        self.sh = BoundedHashSet(cfg.shingle_capacity)
+        self.par = BoundedHashSet(cfg.paragraph_capacity)
 
     def judge(self, status, text, segments=None):
         if status == "error":
@@ -182,28 +185,28 @@ def test_fast_masks_equal_plain_masks_on_every_near_miss(shape):
     for core in near_misses(SHAPES[shape]):
         for before, after in itertools.product(["", " ", "a0", "\n", "."], repeat=2):
             t = (before + core + after).casefold()
-            assert nv._apply_masks(t) == nv._apply_masks_plain(t), t
+            assert nz.apply_masks(t) == nz.apply_masks_plain(t), t
 
 
 @hsettings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(atoms_st)
 def test_fast_masks_equal_plain_masks_on_atoms(text):
     t = text.casefold()
-    assert nv._apply_masks(t) == nv._apply_masks_plain(t)
+    assert nz.apply_masks(t) == nz.apply_masks_plain(t)
 
 
 @hsettings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text_st)
 def test_fast_masks_equal_plain_masks(text):
     t = text.casefold()
-    assert nv._apply_masks(t) == nv._apply_masks_plain(t)
+    assert nz.apply_masks(t) == nz.apply_masks_plain(t)
     assert normalize(text, "default") == ref_normalize(text, "default")
 
 
 @hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(text_st, min_size=1, max_size=6), st.sampled_from(nv.NORMALIZATIONS))
 def test_units_normalized_together_equal_one_by_one(units, variant):
-    got = nv._normalize_units(units, variant)
+    got = nz.normalize_units(units, variant)
     assert [" ".join(u.split()) for u in got] == [" ".join(ref_normalize(u, variant).split()) for u in units]
 
 
@@ -217,18 +220,18 @@ def test_shingle_counts_match_reference(words):
 def test_fingerprints_are_the_same_in_every_process():
     import subprocess
     import sys
-    code = ("from imprint_core.novelty import shingles, _windows_of; "
+    code = ("from imprint_core.novelty.fingerprints import shingles, windows_of; "
             "print(sorted(shingles('the quick brown fox jumps over'.split())), "
-            "_windows_of(['one two three four five six', 'seven']).hashes.tolist())")
-    root = str(Path(nv.__file__).resolve().parents[1])
+            "windows_of(['one two three four five six', 'seven']).hashes.tolist())")
+    root = str(Path(nv.__file__).resolve().parents[2])
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
                            env={"PYTHONHASHSEED": seed, "PYTHONPATH": root}).stdout for seed in ("1", "2")}
     here = f"{sorted(shingles('the quick brown fox jumps over'.split()))} " \
-           f"{nv._windows_of(['one two three four five six', 'seven']).hashes.tolist()}\n"
+           f"{fp.windows_of(['one two three four five six', 'seven']).hashes.tolist()}\n"
     assert outs == {here}
     assert len(shingles("the quick brown fox jumps over".split())) == 2
-    w = nv._windows_of(["one  two\tthree four five six"])
-    assert w.hashes.tolist() == nv._windows_of(["one two three four five six"]).hashes.tolist()
+    w = fp.windows_of(["one  two\tthree four five six"])
+    assert w.hashes.tolist() == fp.windows_of(["one two three four five six"]).hashes.tolist()
 
 
 @hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -295,22 +298,45 @@ def test_judged_sets_behave_as_sets():
     assert rn.new_shingles == 4
 
 
-def test_a_changed_pattern_falls_back_to_the_plain_sub(monkeypatch):
+def test_every_mask_has_its_finder_or_is_declared_slow_path():
+    for mask in nz.MASKS:
+        assert mask.finder is fm.PLAIN_SUB or mask.finder.__module__ == fm.__name__, mask.pattern.pattern
+    with pytest.raises(TypeError):
+        nz.Mask(nz.MASKS[0].pattern, nz.MASKS[0].repl, None)  # no finder must be said: PLAIN_SUB
+
+
+def test_every_mask_is_exercised_by_a_near_miss_shape():
+    """The near-miss test above compares both paths on text each mask matches."""
+    for mask in nz.MASKS:
+        assert any(mask.pattern.search(core.casefold()) for shape in SHAPES for core in near_misses(shape, 1)), \
+            mask.pattern.pattern
+
+
+def test_a_mask_declared_slow_path_takes_the_plain_sub():
     import re
-    masks = list(nv._MASKS)
-    masks[-1] = (re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|]"), "")  # an edited pattern: no finder for it
-    monkeypatch.setattr(nv, "_MASKS", tuple(masks))
-    finders = tuple(nv._FINDERS_BY_SOURCE.get(p.pattern) for p, _ in masks)
-    assert finders[-1] is None
-    monkeypatch.setattr(nv, "_FINDERS", finders)
+    masks = list(nz.MASKS)
+    masks[-1] = nz.Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|]"), "", fm.PLAIN_SUB)  # an edited pattern, no finder yet
+    fast = fm.FastMasks(masks)
+    assert not fast.vetted  # nor are the units masked joined
     text = "  12: alpha\n13 | beta"
-    assert nv._apply_masks(text) == nv._apply_masks_plain(text) == " alpha\n beta"
+    assert fast.apply(text) == fast.plain(text) == " alpha\n beta"
+
+
+@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(atoms_st | text_st, st.sampled_from([0, 3, 6, 10]))
+def test_fast_and_reference_agree_with_one_mask_declared_slow_path(text, which):
+    """Any mask may fall back to the plain sub without changing the text."""
+    masks = list(nz.MASKS)
+    masks[which] = nz.Mask(masks[which].pattern, masks[which].repl, fm.PLAIN_SUB)
+    fast = fm.FastMasks(masks)
+    t = text.casefold()
+    assert fast.apply(t) == fast.plain(t) == nz.apply_masks_plain(t)
 
 
 @hsettings(max_examples=300, deadline=None)
 @given(st.lists(st.text(alphabet=" \t\n\r\x0b\x1fab\u00a0\u2003\u3000\u00e9", max_size=12), max_size=6))
 def test_canonical_units_equal_split_and_join(units):
-    got = nv._canonical(units)
+    got = fp.canonical(units)
     canon = [" ".join(u.split()) for u in units]
     if not any(canon):
         assert got is None
@@ -337,13 +363,13 @@ def test_unicode_facts_the_fast_paths_rely_on():
     import sys
     assert not any(chr(c).isdecimal() for c in range(0x80, 0x100))        # latin-1 text: ASCII digits only
     assert not any(chr(c).isspace() for c in range(0x10000, sys.maxunicode + 1))
-    assert set(nv._NON_ASCII_SPACE) == {chr(c) for c in range(0x80, 0x10000) if chr(c).isspace()}
+    assert set(fp._NON_ASCII_SPACE) == {chr(c) for c in range(0x80, 0x10000) if chr(c).isspace()}
 
 
 @hsettings(max_examples=100, deadline=None)
 @given(st.lists(st.lists(st.integers(1, 300), max_size=40), max_size=40), st.integers(2, 64))
 def test_fingerprint_store_follows_the_bounded_set_rule(batches, capacity):
-    fast, ref = nv.FingerprintStore(capacity), nv.BoundedHashSet(capacity)
+    fast, ref = FingerprintStore(capacity), BoundedHashSet(capacity)
     every = set()
     for batch in batches:
         hs = {h * 0x9E3779B97F4A7C15 % 2**64 for h in batch}

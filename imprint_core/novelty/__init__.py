@@ -1,0 +1,27 @@
+"""Evidence novelty: whether a read round brought new evidence (ADR 0102;
+research-loop.md, "Progress"), and the patience rule that stops research
+after rounds without it.
+
+Where things live (start with rule.py):
+- rule.py: the rule. NoveltyConfig, EvidenceVerdict, RoundNovelty,
+  NoveltyTracker, PatienceRule.
+- normalization.py: the normalization variants and the masks of volatile
+  tokens (the reference regexes).
+- segmentation.py: a tool result into evidence units (JSON hits, paragraphs).
+- fingerprints.py: windows, shingles and their 64-bit fingerprints.
+- store.py: the bounded two-generation stores the tracker remembers with.
+- _fast_masks.py, _tally.py: speed-ups, quarantined; each gives the answer of
+  a plain definition elsewhere (tests/test_novelty_speed_invariants.py).
+
+Speed is measured by benchmarks/bench_novelty.py. Hot numpy code calls array
+methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those
+functions adds a Python call, and there are dozens per round.
+"""
+from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
+from .normalization import NORMALIZATIONS, normalize
+from .rule import NoveltyConfig, NoveltyTracker, PatienceRule
+from .segmentation import segment
+
+# What code outside the package imports; the rest is reached by its module.
+__all__ = ["NORMALIZATIONS", "NoveltyConfig", "NoveltyTracker", "PatienceRule", "SHINGLE_WORDS", "WINDOW_WORDS",
+           "normalize", "segment", "shingles"]

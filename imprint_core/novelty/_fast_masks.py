@@ -1,0 +1,367 @@
+"""The masks applied fast: the same text as running each as `pattern.sub`.
+
+Quarantined speed-up; the definition is `normalization.apply_masks_plain`.
+Most masks match nowhere in most paragraphs, and a regex whose pattern does
+not start with a literal scans every character (30-50 MB/s each here). So
+each mask names, in its entry of `normalization.MASKS`, a finder written for
+exactly its pattern: from cheap literal searches it returns either None (the
+pattern cannot match anywhere), ALL (run the plain sub), or the positions
+where a match could start (a superset of the real ones); the pattern is then
+tried only there, left to right, which is what `sub` does. A mask without a
+finder declares PLAIN_SUB and is run as the plain sub.
+
+The literal searches run on a "shape" of the text in which every ASCII digit
+(or every [0-9a-f] character) reads as "0"; a text with a non-ASCII \\d
+character takes the plain path. A finder and its pattern sit in one entry:
+whoever edits the pattern edits the finder's promise too.
+tests/test_novelty_speed_invariants.py compares both paths on every near miss
+of every mask and on random text.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+
+ALL = object()          # a finder's answer: run the plain sub over the whole text
+
+
+class _PlainSub:
+    def __repr__(self) -> str:
+        return "PLAIN_SUB"
+
+
+PLAIN_SUB = _PlainSub()  # a mask's declared finder when it has none: always the plain sub
+
+_DIGIT_SHAPE = bytes.maketrans(b"0123456789", b"0" * 10)
+_HEX_SHAPE = bytes.maketrans(b"0123456789abcdef", b"0" * 16)
+_HEX_16 = b"0" * 16
+_HEX_ZEROS = re.compile(rb"0+")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_MONTH_PREFIXES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_SCORE_WORDS = ("score", "similarity", "relevance", "rank", "distance", "confidence", "cosine")  # rank: also ranking
+
+
+class Shape:
+    """Lazily built byte shapes of one text (positions equal the str's: one
+    byte per character, a non-ASCII one read as "?")."""
+    __slots__ = ("text", "_digits", "_hex")
+
+    def __init__(self, text: str, digits: bytes | None = None, hex: bytes | None = None):
+        self.text, self._digits, self._hex = text, digits, hex
+
+    @property
+    def digits(self) -> bytes:
+        if self._digits is None:
+            self._digits = self.text.encode("ascii", "replace").translate(_DIGIT_SHAPE)
+        return self._digits
+
+    @property
+    def hex(self) -> bytes:
+        if self._hex is None:
+            self._hex = self.text.encode("ascii", "replace").translate(_HEX_SHAPE)
+        return self._hex
+
+    def edited(self, text: str, edits: list[tuple[int, int, str]]) -> Shape:
+        """The shape of text, which is this one's with text[p:e] replaced by r
+        for each (p, e, r): the shapes built so far are spliced, not rebuilt."""
+        return Shape(text, _splice(self._digits, edits, _DIGIT_SHAPE), _splice(self._hex, edits, _HEX_SHAPE))
+
+
+# A finder: (text, its shape) -> the sorted positions where a match could
+# start, ALL, or None (no match anywhere).
+Finder = Callable[[str, Shape], "list[int] | object | None"]
+
+_REPLACEMENT_SHAPES: dict[tuple[str, bytes], bytes] = {}
+
+
+def _splice(shape: bytes | None, edits: list[tuple[int, int, str]], table: bytes) -> bytes | None:
+    if shape is None:
+        return None
+    parts = []
+    pos = 0
+    cache = _REPLACEMENT_SHAPES
+    for p, e, r in edits:
+        parts.append(shape[pos:p])
+        rs = cache.get((r, table))
+        if rs is None:
+            rs = r.encode("ascii", "replace").translate(table)
+            if len(cache) < 256:
+                cache[r, table] = rs
+        parts.append(rs)
+        pos = e
+    parts.append(shape[pos:])
+    return b"".join(parts)
+
+
+def _find_all(hay, needle) -> list[int]:
+    """Every (overlapping) occurrence of needle in hay."""
+    out = []
+    find = hay.find
+    i = find(needle)
+    while i >= 0:
+        out.append(i)
+        i = find(needle, i + 1)
+    return out
+
+
+def _before(positions: list[int], back: Sequence[int]) -> list[int]:
+    return sorted({p - b for p in positions for b in back if p - b >= 0})
+
+
+def _words_in(text: str, words: Sequence[str], lo: int = 0, hi: int | None = None) -> list[int]:
+    """Positions of every occurrence of each word within text[lo:hi]."""
+    out: list[int] = []
+    hi = len(text) if hi is None else hi
+    for w in words:
+        find = text.find
+        i = find(w, lo, hi)
+        while i >= 0:
+            out.append(i)
+            i = find(w, i + 1, hi)
+    return out
+
+
+def _search_all(pattern: re.Pattern[bytes], hay: bytes) -> list[int]:
+    """Every position where pattern matches (overlapping starts)."""
+    out = []
+    search = pattern.search
+    m = search(hay)
+    while m is not None:
+        out.append(m.start())
+        m = search(hay, m.start() + 1)
+    return out
+
+
+# ---------------------------------------------------------------- finders ---
+# One per mask of normalization.MASKS, in its order; each comment names the
+# pattern it was written for.
+
+# Shape patterns that start with a literal, so that re searches them fast.
+_DAY_YEAR = re.compile(rb" 00?(?:st|nd|rd|th)?,? 0000")
+_DAY_MONTH_YEAR = re.compile(rb"0 [a-z]+\.?,? 0000")
+
+
+def find_url(t: str, s: Shape):
+    if "://" not in t or ("?" not in t and "#" not in t):
+        return None
+    return _find_all(t, "http")
+
+
+def find_uuid(t: str, s: Shape):
+    return ALL if b"00000000-0000-0000-0000-000000000000" in s.hex else None
+
+
+def find_hex(t: str, s: Shape):
+    # \b before a [0-9a-f] character: a match starts where a run of >= 16 of them does.
+    # bytes.find skips ahead where the text is not hex; a regex for sixteen
+    # "0"s steps through every hex character (a third of the text).
+    h = s.hex
+    out = []
+    i = h.find(_HEX_16)
+    while i >= 0:
+        out.append(i)
+        i = h.find(_HEX_16, _HEX_ZEROS.match(h, i).end())
+    return out or None
+
+
+def find_iso_date(t: str, s: Shape):
+    return _find_all(s.digits, b"0000-00-00") or None
+
+
+def find_slash_date(t: str, s: Shape):
+    return _before(_find_all(s.digits, b"0/0"), (0, 1)) or None
+
+
+def find_month_day_year(t: str, s: Shape):
+    # "<month>[a-z]*.? D, YYYY". " D, YYYY" (_DAY_YEAR) is found from its year:
+    # searching for its leading space would try the regex at every word. It
+    # has no space inside, so it starts at the last space before " YYYY", and
+    # just before " YYYY" comes a digit, a comma or the end of st/nd/rd/th.
+    d = s.digits
+    out: list[int] = []
+    for y in _find_all(d, b" 0000"):
+        if y < 2 or d[y - 1] not in b"0,tdh":
+            continue
+        i = d.rfind(b" ", max(0, y - 6), y)
+        if i < 0 or _DAY_YEAR.match(d, i) is None:
+            continue
+        # The month word is the run of [a-z] before " D", less an ending ".":
+        # a match starting inside that run would have no \b before it.
+        j = i - 1 if i and t[i - 1] == "." else i
+        q = j
+        while q and "a" <= t[q - 1] <= "z":
+            q -= 1
+        if t.startswith(_MONTH_PREFIXES, q, j):
+            out.append(q)
+    return sorted(out) or None
+
+
+def find_day_month_year(t: str, s: Shape):
+    # "D <month>[a-z]*, YYYY": a match starts one or two digits before "D <letters>".
+    if b" 0000" not in s.digits:
+        return None
+    return _before(_search_all(_DAY_MONTH_YEAR, s.digits), (0, 1)) or None
+
+
+def find_time(t: str, s: Shape):
+    return _before(_find_all(s.digits, b"0:00"), (0, 1)) or None
+
+
+def find_ago(t: str, s: Shape):
+    # "N <unit>s? ago": a match starts where the digit run before the unit word does.
+    if " ago" not in t:
+        return None
+    d = s.digits
+    out = []
+    for i in _find_all(t, " ago"):
+        j = t.rfind(" ", 0, i)  # the space before the unit word
+        if j > 0 and d[j - 1] == 48:
+            j -= 1
+            while j > 0 and d[j - 1] == 48:
+                j -= 1
+            out.append(j)
+    return sorted(set(out)) or None
+
+
+def find_score(t: str, s: Shape):
+    if ":" not in t and "=" not in t:
+        return None
+    return sorted(_words_in(t, _SCORE_WORDS)) or None
+
+
+def find_line_number(t: str, s: Shape):
+    # A line that starts with a digit, a space or a tab. The newlines are
+    # found by numpy: three searches for two-byte needles cost more.
+    if ":" not in t and "|" not in t:
+        return None
+    b = np.frombuffer(s.digits, np.uint8)
+    first = (b[:-1] == 10).nonzero()[0]
+    first += 1                                          # each line's first character
+    c = b[first]
+    out = first[(c == 48) | (c == 32) | (c == 9)].tolist()
+    if b.size and b[0] in (48, 32, 9):
+        out.insert(0, 0)
+    return out or None
+
+
+_READS_HEX = (find_uuid, find_hex)  # finders that read the hex shape
+
+
+# ------------------------------------------------------------ application ---
+
+_GROUP_REF = re.compile(r"\\(\d+)")
+
+
+def _template(repl: str):
+    """repl as a function of the match: a literal, or group references and literal text."""
+    if "\\" not in repl:
+        return None
+    parts = _GROUP_REF.split(repl)  # literal, group, literal, group, ..., literal
+    if any("\\" in lit for lit in parts[::2]):
+        return lambda m: m.expand(repl)
+    literals, groups = parts[::2], [int(g) for g in parts[1::2]]
+
+    def expand(m):
+        out = [literals[0]]
+        for g, lit in zip(groups, literals[1:]):
+            out.append(m.group(g) or "")
+            out.append(lit)
+        return "".join(out)
+    return expand
+
+
+def kept_prefix(repl: str, groups: int) -> tuple[int, str] | None:
+    """For a mask that keeps the match's text up to the end of group `groups`
+    (repl is \\1..\\k and a literal tail): (k, tail). The edit is then only
+    what comes after group k, and no replacement string is built per match."""
+    if not groups:
+        return None
+    head = "".join(f"\\{g}" for g in range(1, groups + 1))
+    tail = repl[len(head):]
+    if not repl.startswith(head) or "\\" in tail:
+        raise ValueError(f"kept_groups={groups} needs a replacement \\1..\\{groups} and a literal, got {repl!r}")
+    return groups, tail
+
+
+def _sub_at(pattern: re.Pattern[str], repl: str, kept: tuple[int, str] | None, expand, shape: Shape,
+            starts: list[int]) -> Shape | None:
+    """pattern.sub(repl, text) for the text of shape, given every position a
+    match could start at (sorted): the shape of the result, None if unchanged."""
+    text = shape.text
+    edits: list[tuple[int, int, str]] = []
+    pos = 0
+    match = pattern.match
+    for p in starts:
+        if p < pos:
+            continue
+        m = match(text, p)
+        if m is None:
+            continue
+        pos = m.end()
+        if pos == p:  # an empty match: leave the subtleties to re
+            return Shape(pattern.sub(repl, text))
+        if kept is not None:
+            edits.append((m.end(kept[0]), pos, kept[1]))
+        else:
+            edits.append((p, pos, repl if expand is None else expand(m)))
+    if not edits:
+        return None
+    out = []
+    pos = 0
+    for p, e, r in edits:
+        out.append(text[pos:p])
+        out.append(r)
+        pos = e
+    out.append(text[pos:])
+    return shape.edited("".join(out), edits)
+
+
+class FastMasks:
+    """A table of masks (objects with pattern, repl, finder, kept_groups),
+    applied through their finders."""
+
+    def __init__(self, masks: Sequence):
+        self.masks = tuple(masks)
+        self._steps = [(m.pattern, m.repl, None if m.finder is PLAIN_SUB else m.finder,
+                        kept_prefix(m.repl, m.kept_groups), _template(m.repl)) for m in self.masks]
+        # After the last mask whose finder reads the hex shape, that shape is
+        # dropped rather than kept up to date.
+        self._drop_hex_at = 1 + max((i for i, m in enumerate(self.masks) if m.finder in _READS_HEX), default=-1)
+        # A mask declared PLAIN_SUB has not been vetted for the joined units
+        # of normalization.normalize_units either.
+        self.vetted = all(m.finder is not PLAIN_SUB for m in self.masks)
+
+    def plain(self, text: str) -> str:
+        for m in self.masks:
+            text = m.pattern.sub(m.repl, text)
+        return text
+
+    def apply(self, text: str) -> str:
+        if not text.isascii():
+            try:
+                text.encode("latin-1")          # no decimal digit above U+007F below U+0100
+            except UnicodeEncodeError:
+                if any(map(str.isdecimal, "".join(_NON_ASCII.findall(text)))):
+                    return self.plain(text)     # a non-ASCII digit: the shapes would not see it
+        shape = Shape(text)
+        drop_hex = self._drop_hex_at
+        for step, (pattern, repl, finder, kept, expand) in enumerate(self._steps):
+            if step == drop_hex:
+                shape._hex = None
+            if finder is None:
+                new, n = pattern.subn(repl, shape.text)
+                if n:
+                    shape = Shape(new)
+                continue
+            starts = finder(shape.text, shape)
+            if starts is None:
+                continue
+            if starts is ALL:
+                new, n = pattern.subn(repl, shape.text)
+                if n:
+                    shape = Shape(new)
+            else:
+                shape = _sub_at(pattern, repl, kept, expand, shape, starts) or shape
+        return shape.text

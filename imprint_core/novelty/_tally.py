@@ -1,0 +1,97 @@
+"""A round counted in bulk, for rule.NoveltyTracker: the same numbers as
+counting window by window with Python sets.
+
+Quarantined speed-up. What is counted (rule.py states the rule): for each
+window not seen before, how many of its distinct shingles the store holds
+(it is new below `threshold` times its distinct shingles); for each result,
+how many distinct shingles of its unseen windows the store does not hold.
+Here a stable sort brings equal fingerprints together with their windows
+(and so their results) still in order, every distinct fingerprint of the
+round is looked up once, and bincounts do the per-window and per-result sums.
+tests/test_novelty_speed_invariants.py checks it against a plain tracker.
+"""
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .fingerprints import FingerprintSet, as_fingerprints, unique
+from .store import FingerprintStore
+
+Lookup = Callable[[np.ndarray], "tuple[np.ndarray, np.ndarray]"]
+
+
+class Tally(NamedTuple):
+    shingles: np.ndarray     # the round's distinct shingles (of unseen windows only), sorted
+    in_young: np.ndarray     # ... which the store's young generation holds
+    known: np.ndarray        # ... which the store holds
+    new: np.ndarray          # per window: new by containment (seen windows not yet excluded)
+    new_shingles: list[int]  # per result: its distinct shingles the store does not hold
+
+
+def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
+                lookup: Lookup, threshold: float) -> Tally:
+    """shingles: every window's shingle fingerprints, window after window
+    (counts per window); seen: the windows exactly seen before (they add
+    nothing); owner: the result of each window; lookup: the store's."""
+    n, nv = counts.size, n_results
+    sh = shingles
+    if seen.any():
+        sh = sh[(~seen).repeat(counts)]
+        counts = np.where(seen, 0, counts)
+    order = sh.argsort(kind="stable")
+    s = sh[order]
+    repeated = s[1:] == s[:-1]
+    if not repeated.any():                           # every shingle once: counts are as built
+        distinct = s
+        in_young, known = lookup(distinct)
+        if not known.any():
+            new = counts > 0
+            known_per_result = 0
+        else:
+            known_window = np.arange(n).repeat(counts)[order[known]]
+            new = np.bincount(known_window, minlength=n) < threshold * counts
+            known_per_result = np.bincount(owner[known_window], minlength=nv)
+        new_shingles = (np.bincount(owner, weights=counts, minlength=nv).astype(np.intp)
+                        - known_per_result).tolist()
+    else:
+        first = np.empty(s.size, bool)
+        first[0] = True
+        np.logical_not(repeated, out=first[1:])
+        distinct = s[first]
+        in_young, known = lookup(distinct)
+        known_sorted = known[first.cumsum() - 1]
+        w = np.arange(n).repeat(counts)[order]
+        first_w = first.copy()
+        first_w[1:] |= w[1:] != w[:-1]
+        per_window = np.bincount(w[first_w], minlength=n)
+        known_per_window = np.bincount(w[first_w & known_sorted], minlength=n)
+        new = known_per_window < threshold * per_window
+        r = owner[w]
+        first_in_result = first                    # (first is not needed any more)
+        first_in_result[1:] |= r[1:] != r[:-1]
+        new_shingles = np.bincount(r[first_in_result & ~known_sorted], minlength=nv).tolist()
+    return Tally(distinct, in_young, known, new, new_shingles)
+
+
+def round_union(sets: list[AbstractSet[int]],
+                store: FingerprintStore) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The round's distinct shingles, and which of them the store holds (as
+    judged, when the store has not changed since), and the store's version."""
+    version = store.version
+    if sets and all(isinstance(s, FingerprintSet) and s.version == version for s in sets):
+        if len(sets) == 1:
+            return sets[0].array, sets[0].in_young, sets[0].known, version
+        values = np.concatenate([s.array for s in sets])
+        order = np.argsort(values, kind="stable")
+        s = values[order]
+        first = np.empty(s.size, bool)
+        first[0] = True
+        np.not_equal(s[1:], s[:-1], out=first[1:])
+        pick = order[first]
+        return values[pick], np.concatenate([s.in_young for s in sets])[pick], \
+            np.concatenate([s.known for s in sets])[pick], version
+    union = unique(np.concatenate([as_fingerprints(s) for s in sets])) if sets else np.empty(0, np.uint64)
+    return (union, *store.lookup(union), version)
