@@ -12,6 +12,7 @@ from harness.analysis.frames import load_frames
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
 from harness.analysis.tune import recommend, runs_from_frames, sweep
 from imprint_core.errors import UserInputError
+from imprint_core.novelty import NORMALIZATIONS
 
 from reportdata import fact, round_log
 
@@ -71,7 +72,8 @@ def test_cli_prints_recommendation_and_writes_curve(logs, tmp_path: Path, capsys
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["tune", str(d), "--labels", str(labels), "--json", "--patience", "2-5"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["recommended"]["patience"] == 4 and len(data["settings"]) == 4 * 3
+    # every normalization: none, basic and the mask profiles
+    assert data["recommended"]["patience"] == 4 and len(data["settings"]) == 4 * len(NORMALIZATIONS)
 
 
 def test_user_turns_start_new_replies(tmp_path: Path, capsys) -> None:

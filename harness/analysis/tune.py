@@ -166,8 +166,9 @@ def plot_curve(results: Sequence[Setting], best: Setting, path: Path, title: str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-    styles = {"none": ("tab:gray", "o", ":", -0.12), "basic": ("tab:blue", "s", "--", 0.0),
-              "default": ("tab:orange", "^", "-", 0.12)}
+    styles = {"none": ("tab:gray", "o", ":", -0.15), "basic": ("tab:blue", "s", "--", -0.09),
+              "default": ("tab:orange", "^", "-", -0.03), "logs": ("tab:green", "v", "-.", 0.03),
+              "ocr": ("tab:purple", "D", ":", 0.09), "all": ("tab:red", "x", "--", 0.15)}
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True, constrained_layout=True)
     for norm in NORMALIZATIONS:
         rows = sorted((s for s in results if s.normalization == norm), key=lambda s: s.patience)

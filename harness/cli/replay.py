@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     rp.add_argument("--patience", type=int, default=PATIENCE.default,
                     help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max})")
-    rp.add_argument("--normalization", default="default", help="none, basic or default")
+    rp.add_argument("--normalization", default="default",
+                    help="none, basic, or a mask profile: default, logs, ocr, all (default: default)")
     rp.add_argument("--json", action="store_true", help="one JSON object per line")
     rp.set_defaults(fn=run)
 

@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--patience", default=PATIENCE_RANGE,
                    help=f"patience values: a range {PATIENCE_RANGE} or a list 3,4,5 (default {PATIENCE_RANGE})")
     p.add_argument("--normalization", action="append", choices=NORMALIZATIONS,
-                   help="normalization to sweep (repeatable; default: all of none, basic, default)")
+                   help=f"normalization to sweep (repeatable; default: all of {', '.join(NORMALIZATIONS)})")
     p.add_argument("--user-turns", choices=USER_TURNS, default="reset",
                    help="round logs: a user turn starts a new reply with fresh patience and novelty (reset, the "
                         "default, as in the loop) or is ignored (ignore, as `imprint replay` does)")
