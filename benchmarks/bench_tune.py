@@ -2,7 +2,9 @@
 time on 1 process against all cores (a script, not a test), in one run.
 
 The corpora are loaded once (that part is the same either way and is
-reported apart); each sweep starts with an empty in-memory cache and no disk
+reported apart); each sweep's CPU time (this process and its workers) and
+the load average when it started are recorded beside its wall time, since
+on a shared machine the cores may be busy with other work. Each sweep starts with an empty in-memory cache and no disk
 cache, so both compute every (run, novelty config) pair. The two results
 must agree setting by setting.
 
@@ -46,14 +48,18 @@ def main() -> int:
     grid, _ = default_grid()
     configs = expand(grid)
     patiences = list(range(PATIENCE.min, PATIENCE.max + 1))
-    timings, results = {}, {}
+    timings, cpu, load, results = {}, {}, {}, {}
     for jobs in (1, args.jobs):
         clear_memory_cache()
-        t = time.perf_counter()
+        load[jobs] = round(os.getloadavg()[0], 2)
+        c0, t = os.times(), time.perf_counter()
         tuned = tune(runs, configs, patiences, grid=grid, jobs=jobs, cache=ProgressCache(None))
-        timings[jobs] = time.perf_counter() - t
+        timings[jobs], c1 = time.perf_counter() - t, os.times()
+        cpu[jobs] = round(c1.user + c1.system + c1.children_user + c1.children_system
+                          - (c0.user + c0.system + c0.children_user + c0.children_system), 2)
         results[jobs] = (tuned.scores.stops.tolist(), tuned.best)
-        print(f"{jobs} process(es): {timings[jobs]:.1f} s ({tuned.stats.computed} pairs computed)", flush=True)
+        print(f"{jobs} process(es): {timings[jobs]:.1f} s wall, {cpu[jobs]:.1f} s CPU "
+              f"({tuned.stats.computed} pairs computed; load average {load[jobs]})", flush=True)
     one, many = timings[1], timings[args.jobs]
     report = {
         "machine": {"python": platform.python_version(), "processor": platform.machine(), "cores": os.cpu_count()},
@@ -62,6 +68,9 @@ def main() -> int:
         "settings": len(configs) * len(patiences), "load_s": round(load_s, 2),
         "one_process_s": round(one, 2), "all_cores_jobs": args.jobs, "all_cores_s": round(many, 2),
         "speedup": round(one / many, 2), "identical": results[1] == results[args.jobs],
+        "cpu_s": {"one_process": cpu[1], "all_cores": cpu[args.jobs]},
+        "load_average_at_start": {"one_process": load[1], "all_cores": load[args.jobs]},
+        "note": "wall times on a shared machine: a load average above its cores means other work took them",
     }
     atomic_write_text(Path(args.out), json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -52,8 +52,11 @@ def rows() -> list[tuple[str, str, str, str]]:
     if tune:
         out.append((f"`imprint tune` default sweep: {tune['settings']} settings × {tune['labelled_runs']} labelled runs "
                     f"of {', '.join(tune['corpora'])}, 1 process against {tune['all_cores_jobs']}",
-                    f"{tune['one_process_s']} s → {tune['all_cores_s']} s ({tune['speedup']}×; load "
-                    f"{tune['load_s']} s apart)", "(measured)", "-" if tune["identical"] else "results differ"))
+                    f"{tune['one_process_s']} s → {tune['all_cores_s']} s ({tune['speedup']}×; CPU "
+                    f"{tune.get('cpu_s', {}).get('one_process', '?')} s / {tune.get('cpu_s', {}).get('all_cores', '?')} s; "
+                    f"load average {tune.get('load_average_at_start', {}).get('all_cores', '?')} on "
+                    f"{tune['machine']['cores']} cores; loading {tune['load_s']} s apart)", "(measured)",
+                    "-" if tune["identical"] else "results differ"))
     if local:
         ov, dl, pc = local["overhead"], local["deadline"], local["prefix_cache"]
         out.append(("local provider against bare model.generate (same prompt and tokens)", f"{ov['ratio']}×",

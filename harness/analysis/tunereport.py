@@ -124,8 +124,9 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
 def front_md(t: Tuning) -> str:
     lines = ["# Pareto fronts: loop recall against premature-stop share", "",
              "A setting is on the front when no other setting catches at least as many loops with at most as many "
-             "premature stops and is better in one. Settings that score the same are one row (the one nearest the "
-             "shipped setting shown).", ""]
+             "premature stops and is better in one. Settings that score the same are one row (shown: the "
+             "recommended ★ or the shipped setting where it is among them, else the one nearest the shipped setting).",
+             ""]
     for part in PARTS:
         for c in _scopes(t):
             front = t.front(part, c)
@@ -135,7 +136,8 @@ def front_md(t: Tuning) -> str:
                 f = t.figures(si, part, c)
                 groups.setdefault((f.caught, f.loops, f.premature, f.useful), []).append(si)
             for (caught, loops, prem, useful), members in groups.items():
-                rep = min(members, key=lambda i: (*t.scores.settings[i].distance(), i))
+                rep = t.best if t.best in members else t.shipped if t.shipped in members else \
+                    min(members, key=lambda i: (*t.scores.settings[i].distance(), i))
                 marks = (" ★" if t.best in members else "") + (" (shipped)" if t.shipped in members else "")
                 lines.append(f"| {caught}/{loops} ({_pct(caught / loops if loops else None)}) | "
                              f"{prem}/{useful} ({_pct(prem / useful if useful else None)}) | {len(members)} | "
