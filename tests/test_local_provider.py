@@ -287,7 +287,7 @@ def test_a_prompt_prefilled_after_a_cached_prefix_sees_the_prefix(provider):
     """The default (bfloat16) attention: the ids prefilled on top of a
     cached prefix get the next-token logits a whole prefill gives, up to
     bfloat16 rounding (a wrong mask once made them attend from position 0)."""
-    from imprint_core.providers.local import _Context
+    from imprint_core.providers._local_model import _Context
     ids = list(provider.counter.prompt_units(question("Who invented the telephone?"), [SEARCH]))
     whole, _, _ = provider._prefill(_Context(), ids)
     ctx = _Context()
