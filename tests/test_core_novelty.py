@@ -57,7 +57,8 @@ def test_default_normalization_keeps_real_facts(a, b):
 
 def test_normalization_variants():
     text = "  Ｈello\n\tWORLD  2024-01-01 "
-    assert NORMALIZATIONS == ("none", "basic", "default")
+    # none, basic, and the mask profiles (the shipped one first)
+    assert NORMALIZATIONS == ("none", "basic", "default", "logs", "ocr", "all")
     assert normalize(text, "none") == text
     assert normalize(text, "basic") == "hello world 2024-01-01"
     assert normalize(text, "default") == "hello world <date>"

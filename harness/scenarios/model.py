@@ -208,7 +208,8 @@ class LoopSpec(_Strict):
     research_max_output_tokens: int = Field(256, ge=1)
     section_workers: bool = False
     max_retries: int = Field(2, ge=0)
-    normalization: Literal["none", "basic", "default"] = "default"
+    normalization: Literal["none", "basic", "default", "logs", "ocr", "all"] = Field(
+        "default", description="none, basic, or a profile of volatile-token masks")
     containment_threshold: float = Field(0.8, gt=0, le=1)
     min_new_shingles: int = Field(3, ge=1)
     final_deadline_sec: NonNeg = 120.0
@@ -251,7 +252,7 @@ class Scenario(_Strict):
     source: str | None = Field(None, exclude=True)
 
 
-assert NORMALIZATIONS == ("none", "basic", "default")  # keep LoopSpec's Literal in step
+assert NORMALIZATIONS == ("none", "basic", "default", "logs", "ocr", "all")  # keep LoopSpec's Literal in step
 
 
 # ---- loading --------------------------------------------------------------------------

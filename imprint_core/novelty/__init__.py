@@ -5,8 +5,8 @@ after rounds without it.
 Where things live (start with rule.py):
 - rule.py: the rule. NoveltyConfig, EvidenceVerdict, RoundNovelty,
   NoveltyTracker, PatienceRule.
-- normalization.py: the normalization variants and the masks of volatile
-  tokens (the reference regexes).
+- normalization.py: the normalization variants, the mask profiles and the
+  masks of volatile tokens (the reference regexes, each with its category).
 - segmentation.py: a tool result into evidence units (JSON hits, paragraphs).
 - fingerprints.py: windows, shingles and their 64-bit fingerprints.
 - store.py: the bounded two-generation stores the tracker remembers with.
@@ -18,10 +18,10 @@ methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those
 functions adds a Python call, and there are dozens per round.
 """
 from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
-from .normalization import NORMALIZATIONS, normalize
+from .normalization import NORMALIZATIONS, PROFILES, normalize
 from .rule import NoveltyConfig, NoveltyTracker, PatienceRule
 from .segmentation import segment
 
 # What code outside the package imports; the rest is reached by its module.
-__all__ = ["NORMALIZATIONS", "NoveltyConfig", "NoveltyTracker", "PatienceRule", "SHINGLE_WORDS", "WINDOW_WORDS",
+__all__ = ["NORMALIZATIONS", "PROFILES", "NoveltyConfig", "NoveltyTracker", "PatienceRule", "SHINGLE_WORDS", "WINDOW_WORDS",
            "normalize", "segment", "shingles"]

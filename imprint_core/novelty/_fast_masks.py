@@ -37,7 +37,8 @@ PLAIN_SUB = _PlainSub()  # a mask's declared finder when it has none: always the
 _DIGIT_SHAPE = bytes.maketrans(b"0123456789", b"0" * 10)
 _HEX_SHAPE = bytes.maketrans(b"0123456789abcdef", b"0" * 16)
 _HEX_16 = b"0" * 16
-_HEX_ZEROS = re.compile(rb"0+")
+_HEX_ZEROS = _ZEROS = re.compile(rb"0+")
+_DIGITS_10 = b"0" * 10
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _MONTH_PREFIXES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _SCORE_WORDS = ("score", "similarity", "relevance", "rank", "distance", "confidence", "cosine")  # rank: also ranking
@@ -166,12 +167,66 @@ def find_hex(t: str, s: Shape):
     return out or None
 
 
+def find_address(t: str, s: Shape):
+    return _find_all(t, "0x") or None
+
+
+_TEMP_ROOTS = ("/tmp", "/var/", "/private/", "/dev/shm", ":\\users\\")
+
+
+def find_temp_path(t: str, s: Shape):
+    # A match starts at one of the roots, or (Windows) at the drive letter before ":\\users\\".
+    if "/" not in t and "\\" not in t:
+        return None
+    out = _words_in(t, _TEMP_ROOTS[:4])
+    out += [i - 1 for i in _words_in(t, _TEMP_ROOTS[4:]) if i]
+    return sorted(out) or None
+
+
+_WEEKDAY_PREFIXES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def find_weekday_date(t: str, s: Shape):
+    # A match starts at a weekday name and holds a digit.
+    if b"0" not in s.digits:
+        return None
+    return sorted(_words_in(t, _WEEKDAY_PREFIXES)) or None
+
+
 def find_iso_date(t: str, s: Shape):
     return _find_all(s.digits, b"0000-00-00") or None
 
 
+def find_iso_basic(t: str, s: Shape):
+    return _find_all(s.digits, b"00000000t0000") or None
+
+
+def find_epoch(t: str, s: Shape):
+    # A match starts where a run of ten or more digits does (\b before it), with a "1".
+    d = s.digits
+    out = []
+    i = d.find(_DIGITS_10)
+    while i >= 0:
+        if t[i] == "1":
+            out.append(i)
+        i = d.find(_DIGITS_10, _ZEROS.match(d, i).end())
+    return out or None
+
+
+def find_ymd_slash(t: str, s: Shape):
+    return _find_all(s.digits, b"0000/0") or None
+
+
 def find_slash_date(t: str, s: Shape):
     return _before(_find_all(s.digits, b"0/0"), (0, 1)) or None
+
+
+def find_dotted_date(t: str, s: Shape):
+    # "D.M.YYYY": a match starts three to five characters before ".YYYY",
+    # which a digit follows and a "." one or two characters before that.
+    d = s.digits
+    ends = [a for a in _find_all(d, b".0000") if a > 2 and d[a - 1] == 48 and 46 in (d[a - 2], d[a - 3])]
+    return _before(ends, (3, 4, 5)) or None
 
 
 def find_month_day_year(t: str, s: Shape):
@@ -205,24 +260,55 @@ def find_day_month_year(t: str, s: Shape):
     return _before(_search_all(_DAY_MONTH_YEAR, s.digits), (0, 1)) or None
 
 
+# In the digit shape, what comes before the hour's last digit in "<month name>.? D HH:MM":
+# a run of at least three letters after a non-word character, "."?, spaces, the day, spaces,
+# the hour's first digit (searched within the 18 characters before it).
+_SYSLOG_HEAD = re.compile(rb"(?<![a-z0-9_])[a-z]{3,9}\.? {1,2}00? {1,2}0?$")
+
+
+def find_syslog_date(t: str, s: Shape):
+    d = s.digits
+    out = []
+    for j in _find_all(d, b"0:00"):
+        h = j - 1 if d[j - 1] == 48 else j          # the hour's first digit, after a space and the day
+        if h < 6 or d[h - 1] != 32 or (d[h - 2] != 48 and d[h - 3] != 48):
+            continue
+        m = _SYSLOG_HEAD.search(d, max(0, j - 18), j)
+        if m is not None:
+            out.append(m.start())
+    return out or None
+
+
 def find_time(t: str, s: Shape):
     return _before(_find_all(s.digits, b"0:00"), (0, 1)) or None
 
 
+_AGO_QUANTITIES = ("an ", "a ", "one ", "a few ", "few ", "several ", "a couple of ")
+
+
 def find_ago(t: str, s: Shape):
-    # "N <unit>s? ago": a match starts where the digit run before the unit word does.
+    # "<quantity> <unit> ago": the unit is the run of letters before " ago";
+    # before it come digits (and a space, or none) or a quantity word and a space.
     if " ago" not in t:
         return None
     d = s.digits
-    out = []
+    out = set()
     for i in _find_all(t, " ago"):
-        j = t.rfind(" ", 0, i)  # the space before the unit word
-        if j > 0 and d[j - 1] == 48:
+        u = i
+        while u and "a" <= t[u - 1] <= "z":
+            u -= 1
+        j = u - 1 if u and t[u - 1] == " " else u
+        if j and d[j - 1] == 48:
             j -= 1
-            while j > 0 and d[j - 1] == 48:
+            while j and d[j - 1] == 48:
                 j -= 1
-            out.append(j)
-    return sorted(set(out)) or None
+            out.add(j)
+        out.update(u - len(w) for w in _AGO_QUANTITIES if u >= len(w) and t.startswith(w, u - len(w)))
+    return sorted(out) or None
+
+
+def find_relative_day(t: str, s: Shape):
+    return sorted(_words_in(t, ("yesterday", "today", "tomorrow", "just now"))) or None
 
 
 def find_score(t: str, s: Shape):
@@ -231,19 +317,33 @@ def find_score(t: str, s: Shape):
     return sorted(_words_in(t, _SCORE_WORDS)) or None
 
 
+def _line_starts(s: Shape, lead: tuple[int, ...]) -> list[int]:
+    """The first character of every line that starts with one of the byte values `lead` (in the digit shape)."""
+    b = np.frombuffer(s.digits, np.uint8)
+    first = (b[:-1] == 10).nonzero()[0]
+    first += 1                                          # each line's first character
+    c = b[first]
+    hit = c == lead[0]
+    for v in lead[1:]:
+        hit |= c == v
+    out = first[hit].tolist()
+    if b.size and b[0] in lead:
+        out.insert(0, 0)
+    return out
+
+
 def find_line_number(t: str, s: Shape):
     # A line that starts with a digit, a space or a tab. The newlines are
     # found by numpy: three searches for two-byte needles cost more.
     if ":" not in t and "|" not in t:
         return None
-    b = np.frombuffer(s.digits, np.uint8)
-    first = (b[:-1] == 10).nonzero()[0]
-    first += 1                                          # each line's first character
-    c = b[first]
-    out = first[(c == 48) | (c == 32) | (c == 9)].tolist()
-    if b.size and b[0] in (48, 32, 9):
-        out.insert(0, 0)
-    return out or None
+    return _line_starts(s, (48, 32, 9)) or None
+
+
+def find_gutter(t: str, s: Shape):
+    if "\t" not in t and "\u2192" not in t and "\u2502" not in t:
+        return None
+    return _line_starts(s, (48, 32, 9)) or None
 
 
 _READS_HEX = (find_uuid, find_hex)  # finders that read the hex shape

@@ -2,15 +2,35 @@
 two deliveries of the same evidence is taken out.
 
 Variants: `none` leaves the text as it is; `basic` is NFKC, casefold and
-collapsed whitespace; `default` also masks volatile tokens (MASKS below:
-tracking query strings, ids, dates, times, "N days ago", scores, line
-numbers). Other numbers are kept: prices, counts and versions can be the very
-facts the research is after.
+collapsed whitespace; every other variant is a *profile*: basic plus a named
+set of volatile-token masks (PROFILES). The categories of masks:
 
-MASKS is the definition: apply_masks_plain runs each entry's pattern as
-`pattern.sub(repl, text)` in order. Each entry also names its finder in
-_fast_masks (or declares PLAIN_SUB), which apply_masks uses to get the same
-text without scanning every character with every regex.
+- urls: tracking query strings and fragments of URLs
+- ids, hashes: UUIDs; hex runs of 16 or more (commit hashes, digests)
+- timestamps: dates (ISO, ISO basic, d/m/y, y/m/d, d.m.y, month names, with
+  or without a weekday, RFC 2822, syslog and ctime forms), times, Unix epoch
+  seconds and milliseconds (ten or thirteen digits from 1), "N units ago",
+  "an hour ago", "yesterday", "today", "just now"
+- scores: similarity, rank, relevance and other scores after a name
+- line_numbers: "12:" and "12 |" line prefixes
+- addresses: memory addresses (0x and 6 to 16 hex digits)
+- gutters: line numbers of `cat -n`, `nl` and editor views ("  12<tab>", "12→")
+- durations: "1.23s", "120 ms", "0m1.234s", "5 minutes" (also facts, so
+  outside the default profile)
+- temp_paths: the directories of /tmp, /var/tmp, /dev/shm, macOS
+  /var/folders and Windows AppData/Local/Temp paths (the file name is kept)
+- ocr_noise: tokens of symbols only, and stray single letters other than "a"
+  and "i" (screenshot OCR)
+
+`default` (the shipped profile) is urls, ids, hashes, timestamps, scores and
+line_numbers. Other numbers are kept: prices, counts and versions can be the
+very facts the research is after.
+
+MASKS is the definition: apply_masks_plain runs the entries of a profile's
+categories as `pattern.sub(repl, text)`, in the table's order. Each entry
+also names its finder in _fast_masks (or declares PLAIN_SUB), which
+apply_masks uses to get the same text without scanning every character with
+every regex.
 """
 from __future__ import annotations
 
@@ -21,7 +41,17 @@ from typing import Sequence
 
 from . import _fast_masks as fast
 
-NORMALIZATIONS: tuple[str, ...] = ("none", "basic", "default")
+CATEGORIES: tuple[str, ...] = ("urls", "ids", "hashes", "addresses", "temp_paths", "timestamps", "scores",
+                               "durations", "line_numbers", "gutters", "ocr_noise")
+_DEFAULT = ("urls", "ids", "hashes", "timestamps", "scores", "line_numbers")
+# A profile: the mask categories it applies (in the table's order, whatever the order here).
+PROFILES: dict[str, tuple[str, ...]] = {
+    "default": _DEFAULT,
+    "logs": _DEFAULT + ("addresses", "temp_paths", "durations", "gutters"),   # command output, traces, files
+    "ocr": _DEFAULT + ("ocr_noise",),                                          # screenshot text
+    "all": CATEGORIES,
+}
+NORMALIZATIONS: tuple[str, ...] = ("none", "basic", *PROFILES)
 
 
 @dataclass(frozen=True)
@@ -31,28 +61,71 @@ class Mask:
     finder: fast.Finder   # a _fast_masks finder written for this pattern, or fast.PLAIN_SUB
     kept_groups: int = 0  # k > 0: repl is \1..\k + a literal, group 1 opens every match and
                           # groups 1..k follow one another and always take part
+    category: str = "timestamps"  # one of CATEGORIES
 
     def __post_init__(self):
         if not (callable(self.finder) or self.finder is fast.PLAIN_SUB):
             raise TypeError(f"mask {self.pattern.pattern!r}: finder must be a finder or PLAIN_SUB")
+        if self.category not in CATEGORIES:
+            raise ValueError(f"mask {self.pattern.pattern!r}: unknown category {self.category!r}")
 
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+# Whole month and weekday names (bounded: a finder looks back a fixed distance).
+_MONTH_NAME = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+               r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_WEEKDAY = r"(?:mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:r(?:s(?:day)?)?)?|fri(?:day)?|sat(?:urday)?|sun(?:day)?)"
+_ORD = r"(?:st|nd|rd|th)?"
+_CLOCK = r"\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[ \t]?[ap]\.?m\.?)?"
+_ZONE = r"(?:[+-]\d{2}:?\d{2}|gmt|utc|ut|z|[a-z][sd]t|cest?)"
+_AGO_UNIT = r"(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?|mos?|months?|y|yrs?|years?)"
+_DURATION_UNIT = r"(?:ns|[μu]s|ms|secs?|seconds?|mins?|minutes?|hrs?|hours?|s|m|h)"
+_PATH_PART = r"[^\s/\\\"'<>|:*?]+"
 MASKS: tuple[Mask, ...] = (
-    Mask(re.compile(r"(https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*"), r"\1", fast.find_url, kept_groups=1),
-    Mask(re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<id>", fast.find_uuid),
+    Mask(re.compile(r"(https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*"), r"\1", fast.find_url, kept_groups=1, category="urls"),
+    Mask(re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<id>", fast.find_uuid,
+         category="ids"),
     # Not the digits of a decimal fraction ("score: 0.4279989206443445e-05").
-    Mask(re.compile(r"(?<!\d\.)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"), "<id>", fast.find_hex),
+    Mask(re.compile(r"(?<!\d\.)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"), "<id>", fast.find_hex,
+         category="hashes"),
+    Mask(re.compile(r"\b0x[0-9a-f]{6,16}\b"), "<addr>", fast.find_address, category="addresses"),
+    # The directories of a temporary path; its last part (the file name) is kept.
+    Mask(re.compile(r"(?<![\w.~/])(?:(?:/private)?/var/folders(?:/" + _PATH_PART + r"){2}/t|(?:/private)?(?:/var)?/tmp"
+                    r"|/dev/shm|[a-z]:\\users\\" + _PATH_PART + r"\\appdata\\local\\temp)"
+                    r"(?:[/\\]" + _PATH_PART + r")*?(?=[/\\]" + _PATH_PART + r"(?![/\\\w.-]))"),
+         "<tmp>", fast.find_temp_path, category="temp_paths"),
+    # A weekday opens RFC 2822 ("wed, 28 oct 2026 10:15:07 +0000"), ctime ("wed oct 28 10:15:07 2026")
+    # and "wednesday, october 28" dates: masked whole, or the weekday would stay behind.
+    Mask(re.compile(r"\b" + _WEEKDAY + r"\.?,?[ \t]+(?:" + _MONTH_NAME + r"[ \t]+\d{1,2}" + _ORD + r"|\d{1,2}" + _ORD
+                    + r"[ \t]+" + _MONTH_NAME + r")(?:,?[ \t]+\d{4})?(?:,?[ \t]+" + _CLOCK + r"(?:[ \t]*" + _ZONE
+                    + r")?(?:[ \t]+\d{4})?)?\b"), "<date>", fast.find_weekday_date),
     Mask(re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b"),
          "<date>", fast.find_iso_date),
+    Mask(re.compile(r"\b\d{8}t\d{4}(?:\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?\b"), "<date>", fast.find_iso_basic),
+    # Unix time in seconds or milliseconds, 2001-09-09 to 2033-05-18 (ten or thirteen digits from 1).
+    Mask(re.compile(r"(?<!\d\.)\b1\d{9}(?:\d{3})?(?:\.\d+)?\b"), "<date>", fast.find_epoch),
+    Mask(re.compile(r"\b\d{4}/\d{1,2}/\d{1,2}\b"), "<date>", fast.find_ymd_slash),
     Mask(re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b"), "<date>", fast.find_slash_date),
+    Mask(re.compile(r"\b\d{1,2}\.\d{1,2}\.\d{4}\b"), "<date>", fast.find_dotted_date),
     Mask(re.compile(r"\b" + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"), "<date>", fast.find_month_day_year),
     Mask(re.compile(r"\b\d{1,2} " + _MONTH + r",? \d{4}\b"), "<date>", fast.find_day_month_year),
+    # syslog: "oct 28 10:15:07", "nov  3 09:01:00"
+    Mask(re.compile(r"\b" + _MONTH_NAME + r" {1,2}\d{1,2} {1,2}\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<date>",
+         fast.find_syslog_date),
     Mask(re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[ap]\.?m\.?)?(?:\+\d)?\b"), "<time>", fast.find_time),
-    Mask(re.compile(r"\b\d+ (?:second|minute|hour|day|week|month|year)s? ago\b"), "<ago>", fast.find_ago),
+    Mask(re.compile(r"\b(?:\d+ ?|(?:an?|one|a few|few|several|a couple of) )" + _AGO_UNIT + r" ago\b"), "<ago>",
+         fast.find_ago),
+    Mask(re.compile(r"\b(?:yesterday|today|tomorrow|just now)\b"), "<ago>", fast.find_relative_day),
     Mask(re.compile(r"\b(score|similarity|relevance|rank|ranking|distance|confidence|cosine)(\"?\s*[:=]\s*)"
-                    r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"), r"\1\2<n>", fast.find_score, kept_groups=2),
-    Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|][ \t]?"), "", fast.find_line_number),
+                    r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"), r"\1\2<n>", fast.find_score, kept_groups=2, category="scores"),
+    # "1.23s", "120 ms", "0m1.234s" (bash time), "5 minutes"
+    Mask(re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?: ?" + _DURATION_UNIT + r"|(?:ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m|h))+)\b"),
+         "<dur>", fast.PLAIN_SUB, category="durations"),
+    Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|][ \t]?"), "", fast.find_line_number, category="line_numbers"),
+    Mask(re.compile(r"(?m)^[ \t]*\d+(?:\t|[ \t]*[→│])[ \t]?"), "", fast.find_gutter, category="gutters"),
+    # Tokens of symbols only ("|", "~", "--", "•"), and single letters but "a" and "i".
+    Mask(re.compile(r"(?<![^\s\x00])(?:[^\w\s\x00<>]+|[^\W\d_ai])(?![^\s\x00])"), "", fast.PLAIN_SUB,
+         category="ocr_noise"),
 )
 # The units of a round are masked in one piece, joined by UNIT_SEP, which
 # gives the same units back: no mask can match across "\n\x00\n" (none matches
@@ -61,17 +134,25 @@ MASKS: tuple[Mask, ...] = (
 # as they see the string's edge. A new mask must keep this true.
 UNIT_SEP = "\n\x00\n"
 
-_FAST = fast.FastMasks(MASKS)
+def masks_of(profile: str) -> tuple[Mask, ...]:
+    """The masks a profile applies, in the table's order."""
+    cats = PROFILES[profile]
+    return tuple(m for m in MASKS if m.category in cats)
 
 
-def apply_masks_plain(text: str) -> str:
+_FAST = {name: fast.FastMasks(masks_of(name)) for name in PROFILES}
+
+
+def apply_masks_plain(text: str, profile: str = "default") -> str:
     """The masks by definition."""
-    for mask in MASKS:
+    for mask in masks_of(profile):
         text = mask.pattern.sub(mask.repl, text)
     return text
 
 
-apply_masks = _FAST.apply  # the same answer as apply_masks_plain, fast
+def apply_masks(text: str, profile: str = "default") -> str:
+    """The same answer as apply_masks_plain, fast."""
+    return _FAST[profile].apply(text)
 
 
 def check_variant(variant: str) -> None:
@@ -81,15 +162,15 @@ def check_variant(variant: str) -> None:
 
 def normalize(text: str, variant: str = "default") -> str:
     """Normalize one paragraph. `none` leaves it as it is; `basic` is NFKC,
-    casefold and collapsed whitespace; `default` also masks volatile tokens."""
+    casefold and collapsed whitespace; a profile also masks its volatile tokens."""
     if variant == "none":
         return text
     check_variant(variant)
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     text = text.casefold()
-    if variant == "default":
-        text = apply_masks(text)
+    if variant != "basic":
+        text = apply_masks(text, variant)
     return " ".join(text.split())
 
 
@@ -101,7 +182,8 @@ def normalize_units(units: Sequence[str], variant: str) -> list[str]:
     units = [u.casefold() if u.isascii() else unicodedata.normalize("NFKC", u).casefold() for u in units]
     if variant == "basic":
         return units
+    masks = _FAST[variant]
     joined = UNIT_SEP.join(units)
-    if not _FAST.vetted or joined.count("\x00") != len(units) - 1:
-        return [apply_masks(u) for u in units]
-    return apply_masks(joined).split(UNIT_SEP)
+    if not masks.vetted or joined.count("\x00") != len(units) - 1:
+        return [masks.apply(u) for u in units]
+    return masks.apply(joined).split(UNIT_SEP)
