@@ -72,3 +72,15 @@ check: setup
 tune: setup
 	$(BIN)/imprint tune ../shared/data/roundlogs/tau-bench-airline --labels scenarios/labels/labels-tau-bench.yaml \
 		--plot reports/tune/tau-bench.png
+
+# ---- mutation testing (issue 12) -----------------------------------------------------------
+# mutmut mutates the files of `[tool.mutmut] only_mutate` in pyproject.toml (the one list) and runs the
+# core tests on each mutant; reports/mutation.md gets the score and every survivor, killed or explained
+# (benchmarks/mutation_verdicts.toml). Exits 1 while a survivor is unexplained. MUTATE_JOBS: parallel mutants.
+MUTATE_JOBS ?= 2
+.PHONY: mutate
+mutate: setup
+	$(BIN)/python -m pip install -q -e '.[mutate]'
+	rm -rf mutants
+	$(BIN)/python -m mutmut run --max-children $(MUTATE_JOBS)
+	$(BIN)/python benchmarks/mutation_report.py
