@@ -75,3 +75,15 @@ check: setup
 # mini-swe-agent, Who&When), split by task; results in reports/tune/.
 tune: setup
 	$(BIN)/imprint tune --out reports/tune
+
+# ---- mutation testing (issue 12) -----------------------------------------------------------
+# mutmut mutates the files of `[tool.mutmut] only_mutate` in pyproject.toml (the one list) and runs the
+# core tests on each mutant; reports/mutation.md gets the score and every survivor, killed or explained
+# (benchmarks/mutation_verdicts.toml). Exits 1 while a survivor is unexplained. MUTATE_JOBS: parallel mutants.
+MUTATE_JOBS ?= 2
+.PHONY: mutate
+mutate: setup
+	$(BIN)/python -m pip install -q -e '.[mutate]'
+	rm -rf mutants
+	$(BIN)/python -m mutmut run --max-children $(MUTATE_JOBS)
+	$(BIN)/python benchmarks/mutation_report.py
