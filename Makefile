@@ -39,6 +39,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_novelty.py
 	$(BIN)/python benchmarks/bench_loop.py
 	$(BIN)/python benchmarks/bench_local.py
+	$(BIN)/python benchmarks/bench_tune.py
 	$(BIN)/python benchmarks/summary.py
 
 # Re-record the local model's traces under traces/local/ (committed).
@@ -70,7 +71,19 @@ report: setup
 check: setup
 	$(BIN)/imprint check
 
-# Patience and normalization swept over the labelled tau-bench dev round logs.
+# Patience × novelty settings swept over the three labelled corpora (tau-bench,
+# mini-swe-agent, Who&When), split by task; results in reports/tune/.
 tune: setup
-	$(BIN)/imprint tune ../shared/data/roundlogs/tau-bench-airline --labels scenarios/labels/labels-tau-bench.yaml \
-		--plot reports/tune/tau-bench.png
+	$(BIN)/imprint tune --out reports/tune
+
+# ---- mutation testing (issue 12) -----------------------------------------------------------
+# mutmut mutates the files of `[tool.mutmut] only_mutate` in pyproject.toml (the one list) and runs the
+# core tests on each mutant; reports/mutation.md gets the score and every survivor, killed or explained
+# (benchmarks/mutation_verdicts.toml). Exits 1 while a survivor is unexplained. MUTATE_JOBS: parallel mutants.
+MUTATE_JOBS ?= 2
+.PHONY: mutate
+mutate: setup
+	$(BIN)/python -m pip install -q -e '.[mutate]'
+	rm -rf mutants
+	$(BIN)/python -m mutmut run --max-children $(MUTATE_JOBS)
+	$(BIN)/python benchmarks/mutation_report.py

@@ -20,7 +20,7 @@ def _load(name: str) -> dict | None:
 
 def rows() -> list[tuple[str, str, str, str]]:
     out = []
-    nov, loop, local = _load("novelty.json"), _load("loop.json"), _load("local.json")
+    nov, loop, local, tune = _load("novelty.json"), _load("loop.json"), _load("local.json"), _load("tune.json")
     if nov:
         mbs = nov["mb_per_s"]
         out.append(("novelty tracker throughput (default normalization, CPU time)", f"{mbs['tracker_default']} MB/s",
@@ -49,6 +49,14 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append((f"tuning sweep: {sw['rounds']:,} rounds × {sw['patience_values']} patience × "
                     f"{sw['normalizations']} normalizations", f"{sw['sweep_total_s']} s "
                     f"({sw['ratio_sweep_to_judging']}× judging once)", "≤ 30 s", "met" if sw["met"] else "missed"))
+    if tune:
+        out.append((f"`imprint tune` default sweep: {tune['settings']} settings × {tune['labelled_runs']} labelled runs "
+                    f"of {', '.join(tune['corpora'])}, 1 process against {tune['all_cores_jobs']}",
+                    f"{tune['one_process_s']} s → {tune['all_cores_s']} s ({tune['speedup']}×; CPU "
+                    f"{tune.get('cpu_s', {}).get('one_process', '?')} s / {tune.get('cpu_s', {}).get('all_cores', '?')} s; "
+                    f"load average {tune.get('load_average_at_start', {}).get('all_cores', '?')} on "
+                    f"{tune['machine']['cores']} cores; loading {tune['load_s']} s apart)", "(measured)",
+                    "-" if tune["identical"] else "results differ"))
     if local:
         ov, dl, pc = local["overhead"], local["deadline"], local["prefix_cache"]
         out.append(("local provider against bare model.generate (same prompt and tokens)", f"{ov['ratio']}×",

@@ -10,6 +10,11 @@ from harness.scenarios import faults
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The module's fixture runs the whole matrix (the real local model included),
+# about 4 minutes on an idle 2-core machine and over 10 under load: the
+# suite-wide 600 s per-test limit is too tight for its setup.
+pytestmark = pytest.mark.timeout(1800)
+
 
 @pytest.fixture(scope="module")
 def cells() -> list[faults.Cell]:

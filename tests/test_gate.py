@@ -57,7 +57,8 @@ def test_all_conditions_hold(setup, capsys) -> None:
     code, out = _check([str(setup["good"]), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
     assert code == 0 and out["passed"]
     c1, c2, c3 = out["conditions"]
-    assert c1["rows"][0]["figure"] == "0 premature of 1"
+    assert c1["rows"][0]["subject"] == "labels: premature stops"
+    assert c1["rows"][0]["figure"] == "0 of 1 useful runs (0.0%)"
     assert [r["subject"] for r in c2["rows"]] == ["remote:llamacpp: median", "remote:llamacpp: p95",
                                                    "remote:llamacpp: under-counts"]
     assert c3["rows"][0]["value"] == 0
@@ -155,3 +156,64 @@ def test_committed_config_is_valid() -> None:
     assert cfg.thresholds_for("local")["median_max"] < cfg.thresholds_for("remote:llamacpp")["median_max"]
     for f in cfg.inputs["labels"]:
         assert (ROOT / f).is_file(), f
+
+
+def test_condition_1_judges_every_source_and_its_loop_recall(setup, capsys) -> None:
+    # a second source: a looping run and a useful one (the lull again, 1 of 2 premature at patience 3)
+    logs = setup["tmp"] / "logs"
+    lull = [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]]
+    round_log(logs / "lull.jsonl", lull)
+    round_log(logs / "lull2.jsonl", lull)
+    round_log(logs / "fine.jsonl", [[{"result": fact(n)}] for n in range(10, 16)])
+    round_log(logs / "loop.jsonl", [[{"result": fact(5)}], [{"result": fact(6)}]] + [[{"result": fact(5)}]] * 8)
+    strict = setup["tmp"] / "labels-strict.yaml"
+    strict.write_text("runs:\n  lull: {should_not_stop_before: 6}\n")
+    other = setup["tmp"] / "labels-other.yaml"
+    other.write_text("runs:\n  lull2: {should_not_stop_before: 6}\n  fine: {should_not_stop_before: 6}\n"
+                     "  loop: {loops: [3, 4]}\n")
+    cfg = setup["tmp"] / "c.toml"
+    cfg.write_text(CONFIG.replace("patience = 4\n", 'patience = 3\nstrict = ["strict"]\nmax_premature_share = 0.5\n'
+                                                    "min_loop_recall = 0.8\nloop_slack = 0\n"))
+    code, out = _check([str(logs), "--config", str(cfg), "--labels", str(strict), "--labels", str(other)], capsys)
+    c1 = out["conditions"][0]
+    rows = {r["subject"]: r for r in c1["rows"]}
+    assert list(rows) == ["other: premature stops", "other: loop recall", "strict: premature stops"]
+    assert rows["other: premature stops"]["figure"] == "1 of 2 useful runs (50.0%)" and rows["other: premature stops"]["passed"]
+    assert rows["strict: premature stops"]["figure"] == "1 of 1 useful runs (100.0%)"
+    assert rows["strict: premature stops"]["threshold"] == "≤ 0 (strict)" and not rows["strict: premature stops"]["passed"]
+    # patience 3 stops the loop at round 5: one round past it, and the slack is 0
+    assert rows["other: loop recall"]["figure"] == "0 of 1 loops caught (0%)"
+    assert rows["other: loop recall"]["threshold"] == "≥ 80%" and not rows["other: loop recall"]["passed"]
+    assert code == 1 and not c1["passed"]
+    assert any("other: logs/loop: loop(s) 3-4 not caught (replayed stop: round 5)" in d for d in c1["details"])
+    # a slack of one round catches it; the human-readable form names the corpus and its figures
+    cfg.write_text(cfg.read_text().replace("loop_slack = 0", "loop_slack = 1"))
+    _, out = _check([str(logs), "--config", str(cfg), "--labels", str(strict), "--labels", str(other)], capsys)
+    assert {r["subject"]: r for r in out["conditions"][0]["rows"]}["other: loop recall"]["passed"]
+    assert main(["check", str(logs), "--config", str(cfg), "--labels", str(strict), "--labels", str(other)]) == 1
+    text = capsys.readouterr().out
+    assert "strict: premature stops" in text and "1 of 1 useful runs (100.0%)" in text and "FAILS" in text
+
+
+def test_the_gate_replays_with_any_novelty_field(setup, capsys) -> None:
+    cfg = setup["tmp"] / "n.toml"
+    # min_new_shingles = 1000: no round is new enough, so the lull's run stops at round 4 (premature)
+    cfg.write_text(CONFIG + "\n[premature_stops.novelty]\nmin_new_shingles = 1000\n")
+    code, out = _check([str(setup["good"]), "--config", str(cfg), "--labels", str(setup["labels"])], capsys)
+    assert code == 1 and out["conditions"][0]["rows"][0]["figure"] == "1 of 1 useful runs (100.0%)"
+    assert "min_new_shingles=1000" in out["conditions"][0]["details"][-1]
+    for text, where in [("[premature_stops.novelty]\nno_such_field = 4\n", ":2: premature_stops.novelty.no_such_field"),
+                        ("[premature_stops.novelty]\ncontainment_threshold = 3.0\n",
+                         ":2: premature_stops.novelty.containment_threshold"),
+                        ("[premature_stops]\nnovelty = {normalization = 'none'}\n", ":2: premature_stops.novelty")]:
+        with pytest.raises(UserInputError) as err:
+            parse_config(text, "gate.toml")
+        assert err.value.describe().startswith("gate.toml" + where), err.value.describe()
+
+
+def test_committed_config_judges_every_labelled_corpus() -> None:
+    cfg = load_config(ROOT / "reports" / "gate.toml")
+    ps = cfg.premature_stops
+    assert (ps["max_premature_share"], ps["min_loop_recall"]) == (0.10, 0.8) and "tau-bench" in ps["strict"]
+    assert {Path(f).name for f in cfg.inputs["labels"]} >= {"labels-tau-bench.yaml", "labels-mini-swe-agent.yaml",
+                                                              "labels-who-and-when.yaml"}

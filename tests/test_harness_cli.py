@@ -73,6 +73,12 @@ def test_export_rounds_round_trip(tmp_path: Path, capsys) -> None:
     # Our run and its exported log take the same path through the rule.
     assert replay(log, patience=4).stop_round == 6
     assert trace_to_round_log(tmp_path / "t.jsonl") == out.read_text()
+    # `imprint replay` takes the trace itself (and a folder holding both) just the same
+    capsys.readouterr()
+    assert main(["replay", "--json", str(tmp_path / "t.jsonl"), str(out)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["kind"] for r in rows] == ["trace", "roundlog"]
+    assert [r["stop_round"] for r in rows] == [6, 6] and rows[0]["progress_rounds"] == rows[1]["progress_rounds"]
 
 
 def test_replay_tau_bench_json(capsys) -> None:
@@ -81,7 +87,8 @@ def test_replay_tau_bench_json(capsys) -> None:
     assert main(["replay", "--json", str(TAU)]) == 0
     lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
     assert len(lines) == 200
-    assert set(lines[0]) == {"file", "rounds", "stop_round", "stop_reason", "progress_rounds"}
+    assert set(lines[0]) == {"file", "kind", "rounds", "stop_round", "stop_reason", "progress_rounds"}
+    assert {row["kind"] for row in lines} == {"roundlog"}
     for row in lines:
         if row["stop_round"] is not None:
             assert row["stop_reason"] == "no_progress"

@@ -287,7 +287,7 @@ def test_a_prompt_prefilled_after_a_cached_prefix_sees_the_prefix(provider):
     """The default (bfloat16) attention: the ids prefilled on top of a
     cached prefix get the next-token logits a whole prefill gives, up to
     bfloat16 rounding (a wrong mask once made them attend from position 0)."""
-    from imprint_core.providers.local import _Context
+    from imprint_core.providers._local_model import _Context
     ids = list(provider.counter.prompt_units(question("Who invented the telephone?"), [SEARCH]))
     whole, _, _ = provider._prefill(_Context(), ids)
     ctx = _Context()
@@ -455,3 +455,11 @@ def test_measured_prompt_tokens_come_from_the_model_cache_not_the_counter(provid
     monkeypatch.setattr(provider, "_prefill", leaky)
     _, _, usages = collect(provider.generate(request(msgs, max_output=1, context="measure2")))
     assert usages[-1].prompt_tokens == len(ids) + 1
+
+
+def test_the_constrained_decoding_tokenizer_is_built_at_setup(provider):
+    """Building llguidance's tokenizer is setup (ADR 0102: the time budget
+    starts after provider/model setup): it exists once the provider does,
+    so the first research request does not pay for it."""
+    assert provider._lltok is not None
+    assert provider.load_seconds > 0

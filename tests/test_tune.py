@@ -1,24 +1,41 @@
-"""`imprint tune`: labels, the sweep, the recommendation, the curve."""
+"""`imprint tune`: labels, the split by task, the novelty cache, the sweep on
+processes and on Dask, the Pareto front, the recommendation rule, the outputs."""
 from __future__ import annotations
 
+import dataclasses
 import json
-import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from harness.analysis import sweep as sweep_mod
+from harness.analysis.sweep import Corpus, ProgressCache, TuneRun, clear_memory_cache, load_corpora, stop_rounds
+from harness.analysis.tune import Rule, Scores, Setting, Split, pareto_front, tune
 from harness.cli import main
-from harness.analysis.frames import load_frames
+from harness.realruns import noveltyfields
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
-from harness.analysis.tune import recommend, runs_from_frames, sweep
+from harness.realruns.rounds import RoundLog, apply_patience
 from imprint_core.errors import UserInputError
-from imprint_core.novelty import NORMALIZATIONS
+from imprint_core.novelty import NoveltyConfig
 
 from reportdata import fact, round_log
 
 ROOT = Path(__file__).resolve().parent.parent
 TAU = ROOT.parent / "shared" / "data" / "roundlogs" / "tau-bench-airline"
 TAU_LABELS = ROOT / "scenarios" / "labels" / "labels-tau-bench.yaml"
+WHO = ROOT.parent / "shared" / "data" / "raw" / "who-and-when"
+WHO_LABELS = ROOT / "scenarios" / "labels" / "labels-who-and-when.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache(tmp_path: Path, monkeypatch):
+    """Every test starts with an empty in-memory novelty cache and a disk cache in its own folder."""
+    clear_memory_cache()
+    monkeypatch.setenv("IMPRINT_CACHE_DIR", str(tmp_path / "cache"))
+    yield
+    clear_memory_cache()
 
 
 def _calls(*results: str) -> list[dict]:
@@ -38,57 +55,12 @@ def logs(tmp_path: Path) -> tuple[Path, Path]:
     return d, labels
 
 
-def test_sweep_finds_premature_stops_and_loop_rounds(logs) -> None:
-    d, labels_file = logs
-    runs = runs_from_frames(load_frames([d]), load_labels([labels_file]))
-    results = {(s.normalization, s.patience): s for s in sweep(runs, range(2, 21), ["none", "basic", "default"])}
-    # the lull is rounds 2-4: patience 2 and 3 stop the useful run early, 4 does not
-    assert results[("default", 2)].premature == 1 and results[("default", 2)].premature_runs == ["useful@3<7"]
-    assert results[("default", 3)].premature == 1
-    assert results[("default", 4)].premature == 0
-    # the loop (rounds 3-10): patience p stops it at round 2 + p, after p rounds inside it
-    for p in range(2, 9):
-        assert results[("default", p)].loop_rounds == p
-    assert results[("default", 9)].loop_rounds == 8 == results[("default", 9)].loop_total
-    best = recommend(list(results.values()))
-    assert (best.patience, best.premature, best.loop_rounds) == (4, 0, 4)
-
-
 def test_judge_counts_rounds_inside_loops() -> None:
     label = RunLabel("r", should_not_stop_before=5, loops=((3, 6), (9, 9)))
     j = judge(label, 4)
     assert (j.premature, j.rounds_lost, j.loop_rounds, j.loop_total, j.loops_stopped) == (True, 1, 2, 5, 2)
     j = judge(label, None, rounds=8)
     assert (j.premature, j.loop_rounds, j.loop_total, j.loops) == (False, 4, 4, 1)
-
-
-def test_cli_prints_recommendation_and_writes_curve(logs, tmp_path: Path, capsys) -> None:
-    d, labels = logs
-    plot = tmp_path / "curve.png"
-    assert main(["tune", str(d), "--labels", str(labels), "--plot", str(plot)]) == 0
-    out = capsys.readouterr().out
-    assert "recommended: patience 4, normalization default: 0 premature" in out
-    assert "one less: patience 3, normalization default: 1 premature (useful@4<7)" in out
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["tune", str(d), "--labels", str(labels), "--json", "--patience", "2-5"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    # every normalization: none, basic and the mask profiles
-    assert data["recommended"]["patience"] == 4 and len(data["settings"]) == 4 * len(NORMALIZATIONS)
-
-
-def test_user_turns_start_new_replies(tmp_path: Path, capsys) -> None:
-    # a user turn before round 3: by default a new reply, so the lull never reaches patience 2
-    round_log(tmp_path / "u.jsonl", [_calls(fact(1)), _calls(fact(1)), _calls(fact(1)), _calls(fact(2))],
-              labels={"user_turn_before_round": [1, 3]})
-    labels = tmp_path / "l.yaml"
-    labels.write_text("runs:\n  u: {should_not_stop_before: 4}\n")
-    main(["tune", str(tmp_path / "u.jsonl"), "--labels", str(labels), "--json", "--patience", "2"])
-    reset = json.loads(capsys.readouterr().out)
-    main(["tune", str(tmp_path / "u.jsonl"), "--labels", str(labels), "--json", "--patience", "2",
-          "--user-turns", "ignore"])
-    ignore = json.loads(capsys.readouterr().out)
-    assert reset["settings"][0]["premature"] == 0
-    assert ignore["settings"][0]["premature"] == 1
 
 
 @pytest.mark.parametrize("text, where", [
@@ -151,8 +123,8 @@ def test_no_labelled_run_is_unusable_input(tmp_path: Path, capsys) -> None:
     round_log(tmp_path / "a.jsonl", [_calls(fact(1))])
     labels = tmp_path / "l.yaml"
     labels.write_text("runs:\n  other: {loops: [1, 2]}\n")
-    assert main(["tune", str(tmp_path / "a.jsonl"), "--labels", str(labels)]) == 2
-    assert "no given run is labelled" in capsys.readouterr().err
+    assert main(["tune", str(tmp_path / "a.jsonl"), "--labels", str(labels), "--out", str(tmp_path / "o")]) == 2
+    assert "corpus l: no run is labelled" in capsys.readouterr().err
     assert main(["tune", str(tmp_path / "a.jsonl"), "--labels", str(labels), "--patience", "1-3"]) == 2
 
 
@@ -169,14 +141,376 @@ def test_shipped_label_files_load() -> None:
     assert all(len(l.periods) == len(l.loops) for l in real.runs.values())
 
 
+
+
+# ---- a small labelled corpus ----------------------------------------------------------------------------
+LULL = [_calls(fact(1)), _calls(fact(1)), _calls(fact(1)), _calls(fact(1)), _calls(fact(2)), _calls(fact(3)),
+        _calls(fact(4))]
+LOOP = [_calls(fact(5)), _calls(fact(6))] + [_calls(fact(5)) for _ in range(8)]
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> tuple[Path, Path]:
+    """Round logs of four tasks: two trials of one useful task (a lull at 2-4,
+    useful to 7), a loop at 3-10, a run cut by a user turn (two replies), and
+    an unlabelled one."""
+    d = tmp_path / "demo"
+    round_log(d / "useful-a.jsonl", LULL, labels={"task_id": "t1"})
+    round_log(d / "useful-b.jsonl", LULL, labels={"task_id": "t1"})
+    round_log(d / "looping.jsonl", LOOP, labels={"task_id": "t2"})
+    round_log(d / "turns.jsonl", [_calls(fact(7)), _calls(fact(7)), _calls(fact(8)), _calls(fact(8)), _calls(fact(8))],
+              labels={"task_id": "t3", "user_turn_before_round": [1, 3]})
+    round_log(d / "other.jsonl", LOOP, labels={"task_id": "t4"})
+    labels = tmp_path / "labels-demo.yaml"
+    labels.write_text("runs:\n  useful-a: {should_not_stop_before: 7}\n  useful-b: {should_not_stop_before: 7}\n"
+                      "  looping: {loops: [3, 10]}\n  turns: {should_not_stop_before: 5}\n")
+    return d, labels
+
+
+def _runs(corpus) -> list[TuneRun]:
+    d, labels = corpus
+    return load_corpora([Corpus([str(d)], str(labels))])[0]
+
+
+def test_judge_catches_a_loop_from_its_start_to_slack_rounds_after_its_end() -> None:
+    label = RunLabel("r", loops=((5, 8), (12, 12)))
+    caught = {stop: judge(label, stop, 20, slack=1).loops_caught for stop in (None, 4, 5, 8, 9, 10, 12, 13, 14)}
+    # a stop in the first loop (or one round after it) also spares the second, which never runs
+    assert caught == {None: 0, 4: 0, 5: 2, 8: 2, 9: 2, 10: 0, 12: 1, 13: 1, 14: 0}
+    assert judge(label, 9, 20, slack=0).loops_caught == 0
+    assert judge(label, None, 10).loops == 1          # the second loop lies past the run's end
+
+
+def test_split_is_by_task_deterministic_and_never_cuts_a_task(corpus) -> None:
+    tasks = [f"task-{i}" for i in range(400)]
+    split = Split(holdout=0.3, folds=3, seed="s")
+    parts = [split.part(t) for t in tasks]
+    assert parts == [Split(holdout=0.3, folds=3, seed="s").part(t) for t in reversed(tasks)][::-1]
+    assert 0.2 < parts.count("held-out") / len(tasks) < 0.4
+    assert {split.fold(t) for t in tasks} == {0, 1, 2}
+    assert [Split(holdout=0.3, seed="other").part(t) for t in tasks] != parts
+    runs = _runs(corpus)
+    assert {r.name: r.task for r in runs} == {"useful-a": "t1", "useful-b": "t1", "looping": "t2", "turns": "t3"}
+    # whatever the seed, both trials of task t1 land in the same part, and no task is in both parts
+    seen_parts = set()
+    for seed in range(12):
+        t = tune(runs, [NoveltyConfig()], [4], split=Split(holdout=0.5, folds=2, seed=str(seed)), jobs=1)
+        dev = {r.task for r, m in zip(t.scores.runs, t.part_mask("dev")) if m}
+        held = {r.task for r, m in zip(t.scores.runs, t.part_mask("held-out")) if m}
+        assert not dev & held and dev | held == {"t1", "t2", "t3"}
+        assert len({t.parts[r.task] for r in runs if r.task == "t1"}) == 1
+        seen_parts.add(t.parts["t1"])
+        assert all(t.folds[task] in (0, 1) for task in dev)
+    assert seen_parts == {"dev", "held-out"}
+
+
+@pytest.mark.skipif(not WHO.is_dir(), reason="the Who&When raw files are not beside the repository")
+def test_who_and_when_is_split_by_question_not_by_file() -> None:
+    runs, _ = load_corpora([Corpus([str(WHO)], str(WHO_LABELS))])
+    by_name = {r.name: r for r in runs}
+    # Hand-Crafted/56 and Algorithm-Generated/88 ask the same question (08cae58d)
+    assert by_name["Hand-Crafted/56"].task == by_name["Algorithm-Generated/88"].task
+    assert by_name["Hand-Crafted/56"].task.startswith("08cae58d")
+    assert len({r.task for r in runs}) < len(runs)
+
+
+def test_novelty_is_computed_once_per_config_and_cached(corpus, monkeypatch, tmp_path: Path) -> None:
+    calls: list[NoveltyConfig] = []
+    real = sweep_mod.round_progress
+    monkeypatch.setattr(sweep_mod, "round_progress", lambda log, cfg: calls.append(cfg) or real(log, cfg))
+    runs = _runs(corpus)
+    assert len(runs) == 4 and len({r.digest for r in runs}) == 3   # two trials of equal content
+    replies = sum(len(r.replies) for r in runs if r.name != "useful-b")
+    assert replies == 4                                # the user turn cuts one run in two
+    configs = [NoveltyConfig(), NoveltyConfig(min_new_shingles=1)]
+    t = tune(runs, configs, range(2, 21), jobs=1, cache=ProgressCache(None))
+    assert len(calls) == 2 * replies and t.stats.computed == 2 * 3
+    a, b = ([r.name for r in runs].index(n) for n in ("useful-a", "useful-b"))
+    assert (t.scores.stops[:, a] == t.scores.stops[:, b]).all()      # equal content: the same stops
+    # another patience sweep, another rule: nothing is recomputed in this process
+    t = tune(runs, configs, [5, 6], jobs=1, rule=Rule(0.5), cache=ProgressCache(None))
+    assert len(calls) == 2 * replies and t.stats.memory == 2 * 3 and t.stats.computed == 0
+    # on disk: a new process (an empty memory) finds it there
+    disk = tmp_path / "disk"
+    clear_memory_cache()
+    tune(runs, configs, [4], jobs=1, cache=ProgressCache(disk))
+    assert len(calls) == 4 * replies
+    clear_memory_cache()
+    t = tune(runs, configs, [4], jobs=1, cache=ProgressCache(disk))
+    assert len(calls) == 4 * replies and t.stats.disk == 2 * 3 and t.stats.computed == 0
+    # a changed run is a miss for that run only
+    d, _ = corpus
+    round_log(d / "looping.jsonl", LOOP[:-1], labels={"task_id": "t2"})
+    clear_memory_cache()
+    t = tune(_runs(corpus), configs, [4], jobs=1, cache=ProgressCache(disk))
+    assert len(calls) == 4 * replies + 2 and t.stats.computed == 2 and t.stats.disk == 2 * 2
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["read", "write", "ask", "error"]), st.booleans()), max_size=25),
+                min_size=1, max_size=4))
+def test_stop_rounds_is_the_patience_rule_for_every_patience(reps) -> None:
+    numbers, n = [], 0
+    for rep in reps:
+        numbers.append(list(range(n + 1, n + 1 + len(rep))))
+        n += len(rep)
+    got = stop_rounds(reps, numbers, range(2, 21))
+    for p in range(2, 21):
+        expected = None
+        for rep, nums in zip(reps, numbers):
+            stop, _ = apply_patience(rep, p)
+            if stop is not None:
+                expected = nums[stop - 1]
+                break
+        assert got[p] == expected, p
+
+
+def test_pareto_front_of_a_hand_made_example() -> None:
+    pts = [(0.5, 0.0),   # 0: front
+           (0.8, 0.1),   # 1: front
+           (0.8, 0.2),   # 2: dominated by 1 (same recall, more premature)
+           (0.4, 0.0),   # 3: dominated by 0
+           (1.0, 0.5),   # 4: front
+           (0.5, 0.0),   # 5: equal to 0: on the front with it
+           (0.9, 0.5),   # 6: dominated by 4
+           (0.7, 0.1)]   # 7: dominated by 1
+    assert pareto_front(pts) == [0, 5, 1, 4]
+    assert pareto_front([(0.3, 0.3)]) == [0]
+    assert pareto_front([(0.2, 0.0), (0.2, 0.0)]) == [0, 1]
+
+
+def _hand_run(corpus: str, name: str, label: RunLabel) -> TuneRun:
+    return TuneRun(corpus, name, name, name, name, 20, label, [list(range(1, 21))], [], name)
+
+
+def _hand_scores(stops_by_setting: list[tuple[Setting, dict[str, int]]]) -> Scores:
+    runs = [_hand_run("tau-bench", f"u{i}", RunLabel(f"u{i}", should_not_stop_before=10)) for i in range(10)]
+    runs += [_hand_run("tau-bench", "l1", RunLabel("l1", loops=((5, 8),)))]
+    runs += [_hand_run("other", f"o{i}", RunLabel(f"o{i}", should_not_stop_before=20)) for i in range(10)]
+    runs += [_hand_run("other", "ol1", RunLabel("ol1", loops=((5, 6),))),
+             _hand_run("other", "ol2", RunLabel("ol2", loops=((12, 14),)))]
+    stops = np.array([[s.get(r.name, -1) for r in runs] for _, s in stops_by_setting])
+    return Scores([s for s, _ in stops_by_setting], runs, stops, slack=1)
+
+
+A = dataclasses.replace(noveltyfields.SHIPPED, min_new_shingles=1)
+
+
+def test_recommendation_rule() -> None:
+    everything = {"l1": 6, "ol1": 6, "ol2": 13}
+    table = [
+        (Setting(noveltyfields.SHIPPED, 4), {"l1": 6}),                           # 0 shipped: other recall 0/2
+        (Setting(A, 3), {"u1": 3, **everything}),                                 # 1 one premature on tau-bench
+        (Setting(A, 5), {"o0": 10, "o1": 10, **everything}),                      # 2 20% premature on other
+        (Setting(A, 6), {"o0": 10, "l1": 7, "ol1": 7}),                           # 3 10%, min recall 1/2
+        (Setting(A, 9), {"o0": 10, "l1": 7, "ol1": 7}),                           # 4 the same, farther away
+        (Setting(noveltyfields.SHIPPED, 5), {}),                                  # 5 no stop at all
+    ]
+    scores = _hand_scores(table)
+    everyone = np.ones(len(scores.runs), dtype=bool)
+    best, ok, why = Rule(0.10, ("tau-bench",)).choose(scores, everyone)
+    assert (best, ok) == (3, True) and "minimum loop recall 50%" in why and "4 of 6 settings" in why
+    # were tau-bench not strict, setting 1 (10% premature there) would catch every loop
+    assert Rule(0.10, ()).choose(scores, everyone)[0] == 1
+    # a looser share admits setting 2 (every loop caught)
+    assert Rule(0.20, ("tau-bench",)).choose(scores, everyone)[0] == 2
+    # nothing feasible: the least violation wins, and the reason says so
+    infeasible = _hand_scores([table[1], table[2]])
+    best, ok, why = Rule(0.10, ("tau-bench",)).choose(infeasible, everyone)
+    assert (best, ok) == (0, False) and why.startswith("no setting meets")
+    # equal scores lean to the shipped setting, wherever it stands in the grid
+    tied = _hand_scores([(Setting(A, 4), {"l1": 6}), (Setting(noveltyfields.SHIPPED, 6), {"l1": 6}),
+                         (Setting(noveltyfields.SHIPPED, 4), {"l1": 6})])
+    assert Rule().choose(tied, everyone)[0] == 2
+
+
+def test_local_processes_and_inline_agree(corpus) -> None:
+    runs = _runs(corpus)
+    configs = noveltyfields.expand({"min_new_shingles": [1, 3], "normalization": ["none", "default"]})
+    one = tune(runs, configs, range(2, 8), jobs=1, cache=ProgressCache(None))
+    clear_memory_cache()
+    two = tune(runs, configs, range(2, 8), jobs=2, cache=ProgressCache(None))
+    assert two.stats.computed == len(configs) * 3 and two.stats.where == "2 local processes"
+    assert np.array_equal(one.scores.stops, two.scores.stops) and one.best == two.best and one.cv == two.cv
+
+
+def _tune_json(argv: list[str], capsys) -> dict:
+    assert main(["tune", *argv, "--json"]) == 0, capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    data.pop("command")
+    return data
+
+
+def test_dask_cluster_gives_the_local_results(corpus, tmp_path: Path, monkeypatch, capsys) -> None:
+    distributed = pytest.importorskip("distributed")
+    d, labels = corpus
+    args = ["--corpus", str(d), "--labels", str(labels), "--patience", "2-8", "--grid", "min_new_shingles=1,3",
+            "--no-disk-cache"]
+    local = _tune_json(args + ["--jobs", "1", "--out", str(tmp_path / "local")], capsys)
+    clear_memory_cache()
+    calls: list = []
+    real = sweep_mod.round_progress
+    monkeypatch.setattr(sweep_mod, "round_progress", lambda log, cfg: calls.append(cfg) or real(log, cfg))
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        remote = _tune_json(args + ["--scheduler", cluster.scheduler_address, "--out", str(tmp_path / "dask")], capsys)
+    assert calls, "the Dask run computed novelty itself"
+    assert remote == local
+    assert (tmp_path / "dask" / "settings.csv").read_text() == (tmp_path / "local" / "settings.csv").read_text()
+
+
+def test_cli_writes_every_output(corpus, tmp_path: Path, capsys) -> None:
+    d, labels = corpus
+    out = tmp_path / "out"
+    argv = ["tune", "--corpus", str(d), "--labels", str(labels), "--patience", "2-6", "--jobs", "1",
+            "--holdout", "0.4", "--folds", "2", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "recommended" in printed and "demo" in printed
+    names = {p.name for p in out.iterdir()}
+    assert names == {"summary.md", "front.md", "front.png", "split.md", "settings.csv", "recommendation.json",
+                     "command.txt"}
+    assert (out / "command.txt").read_text() == "imprint " + " ".join(argv) + "\n"
+    assert (out / "front.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["setting"]["patience"] in range(2, 7) and rec["rule"]["strict"] == ["tau-bench"]
+    assert {row["corpus"] for row in rec["figures"]} == {"demo", "overall"}
+    assert "## demo, dev" in (out / "front.md").read_text() and "| demo | held-out |" in (out / "split.md").read_text()
+    rows = (out / "settings.csv").read_text().splitlines()
+    grid, _ = noveltyfields.default_grid()
+    assert len(rows) == 1 + len(noveltyfields.expand(grid)) * 5
+    assert rows[0].startswith("patience,") and {"normalization", "min_new_shingles"} <= set(rows[0].split(","))
+
+
+def test_a_new_novelty_field_is_a_knob_without_code_changes(monkeypatch) -> None:
+    @dataclasses.dataclass(frozen=NoveltyConfig.__dataclass_params__.frozen)
+    class Extended(NoveltyConfig):
+        line_fingerprints: bool = False
+        near_duplicate: float = dataclasses.field(default=0.9, metadata={"grid": (0.8, 0.95)})
+        profile: str = "plain"
+
+    monkeypatch.setattr(noveltyfields, "NoveltyConfig", Extended)
+    monkeypatch.setattr(noveltyfields, "SHIPPED", Extended())
+    noveltyfields._fields.cache_clear()
+    try:
+        grid, held = noveltyfields.default_grid()
+        assert grid["line_fingerprints"] == [False, True] and grid["near_duplicate"] == [0.9, 0.8, 0.95]
+        assert "profile" in held and "shingle_capacity" in held
+        assert noveltyfields.parse_assignment("profile=plain,strict") == ("profile", ["plain", "strict"])
+        configs = noveltyfields.expand({"line_fingerprints": [False, True], "min_new_shingles": [1, 3]})
+        assert [(c.line_fingerprints, c.min_new_shingles) for c in configs] == \
+            [(False, 1), (False, 3), (True, 1), (True, 3)]
+        assert len({noveltyfields.config_key(c) for c in configs}) == 4
+    finally:
+        noveltyfields._fields.cache_clear()
+
+
+# ---- raw trajectories, read on the fly ---------------------------------------------------------------------
+def chat_run(path: Path, results: list[str], gz: bool = False) -> Path:
+    """An openai-chat trajectory: one search call and its result a round."""
+    import gzip
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    for i, text in enumerate(results):
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": i})}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
+    msgs.append({"role": "assistant", "content": "done"})
+    data = json.dumps({"messages": msgs}).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+@pytest.fixture()
+def raw(tmp_path: Path) -> tuple[Path, Path]:
+    d = tmp_path / "raw"
+    chat_run(d / "useful.json", [c[0]["result"] for c in LULL])
+    chat_run(d / "looping.json.gz", [c[0]["result"] for c in LOOP], gz=True)
+    labels = tmp_path / "labels-raw.yaml"
+    labels.write_text("runs:\n  useful: {should_not_stop_before: 7}\n  looping: {loops: [3, 10]}\n")
+    return d, labels
+
+
+def test_replay_tune_and_check_read_raw_trajectories(raw, tmp_path: Path, capsys) -> None:
+    d, labels = raw
+    before = sorted(p.name for p in d.iterdir())
+    imported = tmp_path / "imported"
+    assert main(["import", str(d), "--out", str(imported)]) == 0
+    capsys.readouterr()
+    # replay: the same stops as the imported round logs, named by the raw file
+    assert main(["replay", "--json", "--patience", "3", str(d)]) == 0
+    from_raw = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["replay", "--json", "--patience", "3", str(imported)]) == 0
+    from_logs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["kind"] for r in from_raw] == ["raw", "raw"] and from_raw[0]["file"].endswith("looping.json.gz")
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("file", "kind")} for r in rows]  # noqa: E731
+    assert strip(from_raw) == strip(from_logs) and from_raw[1]["stop_round"] == 4
+    # tune: the same figures
+    args = ["--patience", "2-6", "--grid", "min_new_shingles=1,3", "--jobs", "1", "--no-disk-cache"]
+    a = _tune_json(["--corpus", str(d), "--labels", str(labels), "--out", str(tmp_path / "a"), *args], capsys)
+    b = _tune_json(["--corpus", str(imported), "--labels", str(labels), "--out", str(tmp_path / "b"), *args], capsys)
+    assert a == b and a["runs"] == 2
+    # check: the same verdict on condition 1
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("[premature_stops]\npatience = 3\n")
+    results = []
+    for where in (d, imported):
+        main(["check", str(where), "--config", str(cfg), "--labels", str(labels), "--json"])
+        results.append(json.loads(capsys.readouterr().out)["conditions"][0])
+    assert results[0]["rows"] == results[1]["rows"] and results[0]["passed"] is False
+    assert "raw/useful: replayed no_progress stop at round 4" in results[0]["details"][0]
+    rows = {r["subject"]: r for r in results[0]["rows"]}
+    assert rows["raw: premature stops"]["figure"] == "1 of 1 useful runs (100.0%)"
+    assert rows["raw: loop recall"]["figure"] == "1 of 1 loops caught (100%)"
+    assert sorted(p.name for p in d.iterdir()) == before, "nothing is written beside the raw files"
+
+
+def test_bad_raw_files_and_arguments_exit_2(raw, corpus, tmp_path: Path, capsys) -> None:
+    d, labels = raw
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes((d / "looping.json.gz").read_bytes()[:60])
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"hello": 1}))
+    broken = tmp_path / "broken" / "run.json"
+    broken.parent.mkdir()
+    broken.write_text('{"messages": [\n  {"role": "user", "content": "q"},\n  {"role": ]}\n')
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text("[premature_stops]\npatience = 3\n")
+    cd, cl = corpus
+    cases = [
+        (["replay", str(cut)], [str(cut), "truncated gzip"]),
+        (["replay", str(unknown)], [f"{unknown}:1: format", "a JSON object with keys hello"]),
+        (["check", str(broken.parent), "--config", str(cfg), "--labels", str(labels)], [f"{broken}:3", "not valid JSON"]),
+        (["tune", "--corpus", str(broken.parent), "--labels", str(labels)], [f"{broken}:3"]),
+        (["tune", "--grid", "nope=1"], ["--grid", "no field 'nope'"]),
+        (["tune", "--grid", "containment_threshold=0.5,2"], ["--grid", "containment_threshold"]),
+        (["tune", "--grid", "min_new_shingles=three"], ["--grid", "not an integer"]),
+        (["tune", "--corpus", str(cd)], ["--corpus", "has no --labels after it"]),
+        (["tune", "--labels", str(cl)], ["--labels", "has no --corpus before it"]),
+        (["tune", "--corpus", str(cd), "--labels", str(cl), "--holdout", "1.5"], ["--holdout"]),
+        (["tune", "--corpus", str(cd), "--labels", str(cl), "--patience", "1-3"], ["--patience"]),
+        (["tune", "--corpus", str(cd), "--labels", str(cl), "--corpus", str(cd), "--labels", str(cl)],
+         ["two corpora are both named 'demo'"]),
+        (["replay", "--novelty", "min_new_shingles=1,2", str(cd)], ["--novelty", "FIELD=VALUE"]),
+    ]
+    for argv, needles in cases:
+        code = main(argv + (["--out", str(tmp_path / "never")] if argv[0] == "tune" else []))
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert "Traceback" not in err
+        for n in needles:
+            assert n in err, (argv, n, err)
+    assert not (tmp_path / "never").exists()
+
+
 @pytest.mark.skipif(not TAU.is_dir(), reason="the tau-bench round logs are not beside the repository")
-def test_full_tau_bench_sweep_takes_seconds() -> None:
-    started = time.perf_counter()
-    frames = load_frames([TAU])
-    runs = runs_from_frames(frames, load_labels([TAU_LABELS]))
-    results = sweep(runs, range(2, 21), ["none", "basic", "default"])
-    elapsed = time.perf_counter() - started
-    assert len(runs) == 200 and len(results) == 57
-    assert elapsed < 20, f"load and sweep took {elapsed:.1f} s"
-    best = recommend(results)
-    assert best.premature == 0 and best.useful == 80
+def test_tune_and_the_gate_agree_on_the_shipped_setting(tmp_path: Path, capsys) -> None:
+    runs, _ = load_corpora([Corpus([str(TAU)], str(TAU_LABELS))])
+    t = tune(runs, [NoveltyConfig()], [4], jobs=1, cache=ProgressCache(None))
+    f = t.figures(t.shipped, None)
+    assert (f.useful, f.loops) == (80, 11)
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text('[premature_stops]\npatience = 4\nstrict = ["tau-bench"]\n')
+    main(["check", str(TAU), "--config", str(cfg), "--labels", str(TAU_LABELS), "--json"])
+    rows = {r["subject"]: r for r in json.loads(capsys.readouterr().out)["conditions"][0]["rows"]}
+    assert rows["tau-bench: premature stops"]["figure"].startswith(f"{f.premature} of 80 ")
+    assert rows["tau-bench: loop recall"]["figure"].startswith(f"{f.caught} of 11 ")

@@ -1,8 +1,10 @@
-"""One loader: our traces and round logs as pandas DataFrames.
+"""One loader: our traces, round logs and other agents' raw trajectories as
+pandas DataFrames.
 
-`load_frames(paths)` is the only place that reads trace or round-log files
-for the reports, the tuner and the gate; everything downstream works on the
-four tables of `Frames`:
+`load_frames(paths)` is the only place that turns trace or round-log files
+into tables for the reports and the gate (which files are which, and raw
+trajectories converted in memory, is `realruns.sources`); everything
+downstream works on the four tables of `Frames`:
 
 - `requests`   one row per model request (research requests and the final
                request): estimate, reservation, charge, refund, measured usage.
@@ -12,8 +14,8 @@ four tables of `Frames`:
 - `runs`       one row per file: provider, policy, stop reason, final mode,
                totals, deadline overshoot.
 
-Round logs (`imprint-rounds/1`) carry no model, budgets or novelty; they are
-replayed here through the same novelty tracker and patience rule, with each
+Round logs (`imprint-rounds/1`, and raw trajectories converted to them)
+carry no model, budgets or novelty; they are replayed here through the same novelty tracker and patience rule, with each
 user turn (`labels.user_turn_before_round`) starting a new reply, as it does
 in the loop: a user message is a new reply with its own budgets and
 patience.
@@ -32,9 +34,10 @@ from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule
 from imprint_core.events import (Answer, BudgetExhausted, FinalSettled, RequestSettled, RoundEnd, RunEnd, RunStart,
                                  Stopped, ToolCallStarted, ToolResultRecorded)
-from imprint_core.trace import TRACE_FORMAT, E, Trace, read_trace
+from imprint_core.trace import E, Trace, read_trace
 
-from ..realruns.rounds import PATIENCE, ROUNDS_FORMAT, USER_TURNS, read_round_log, replies
+from ..realruns.rounds import PATIENCE, USER_TURNS, RoundLog, read_round_log, replies
+from ..realruns.sources import find_inputs, read_raw
 
 REQUEST_COLUMNS = [
     "run", "name", "scenario", "provider", "provider_kind", "policy", "source", "id", "role", "context_id",
@@ -93,62 +96,12 @@ class Frames:
 
 
 # ---- finding files ------------------------------------------------------------------------
-def _sniff(path: Path) -> str | None:
-    """'trace', 'roundlog' or None, from the first line's format."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(1 << 20)
-    except OSError as exc:
-        raise UserInputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    try:
-        header = json.loads(first.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(header, dict):
-        return None
-    fmt = header.get("format")
-    if fmt == TRACE_FORMAT and header.get("type") == "header":
-        return "trace"
-    if fmt == ROUNDS_FORMAT:
-        return "roundlog"
-    return None
-
-
-def _natural(p: Path) -> tuple:
-    parts = []
-    for chunk in p.as_posix().replace("-", "/").replace("_", "/").split("/"):
-        parts.append((0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk))
-    return tuple(parts)
-
-
 def find_files(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str]], list[str]]:
-    """(file, kind) for every trace and round log under `paths`. A named file
-    that is neither is an error; one found in a directory is skipped with a
-    warning."""
-    out: list[tuple[Path, str]] = []
-    warnings: list[str] = []
-    seen: set[Path] = set()
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            for f in sorted(p.rglob("*.jsonl"), key=_natural):
-                kind = _sniff(f)
-                if kind is None:
-                    warnings.append(f"{f}: neither an {TRACE_FORMAT} trace nor an {ROUNDS_FORMAT} log; skipped")
-                elif f.resolve() not in seen:
-                    seen.add(f.resolve())
-                    out.append((f, kind))
-        elif p.is_file():
-            kind = _sniff(p)
-            if kind is None:
-                raise UserInputError("neither a trace nor a round log", file=str(p), line=1, key="format",
-                                     expected=f"{TRACE_FORMAT} or {ROUNDS_FORMAT}")
-            if p.resolve() not in seen:
-                seen.add(p.resolve())
-                out.append((p, kind))
-        else:
-            raise UserInputError("no such file or directory", file=str(p))
-    return out, warnings
+    """(file, kind) for every trace, round log and raw trajectory under
+    `paths` (`realruns.sources.find_inputs`). A named file of no kind is an
+    error; one found in a directory is skipped with a warning."""
+    found, warnings = find_inputs(paths)
+    return [(f, kind) for f, kind, _ in found], warnings
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -330,13 +283,13 @@ def _first(trace: Trace, cls: type[E]) -> E | None:
 
 
 # ---- round logs -----------------------------------------------------------------------------------
-def _load_roundlog(path: Path, rid: str, acc: dict[str, list[dict]], *, patience: int, normalization: str,
+def _load_roundlog(log: RoundLog, rid: str, acc: dict[str, list[dict]], *, patience: int, cfg: NoveltyConfig,
                    user_turns: str) -> None:
-    log = read_round_log(path)
+    path = Path(log.path)
+    normalization = cfg.normalization
     name = path.stem
     source = log.source
     base = {"run": rid, "name": name, "scenario": None, "provider": None, "provider_kind": None}
-    cfg = NoveltyConfig(normalization=normalization)
     stop_round = None
     for reply_no, reply in enumerate(replies(log, user_turns), start=1):
         tracker = NoveltyTracker(cfg)
@@ -397,22 +350,30 @@ def _load_roundlog(path: Path, rid: str, acc: dict[str, list[dict]], *, patience
 
 # ---- the loader ---------------------------------------------------------------------------------------
 def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PATIENCE.default,
-                normalization: str = "default", user_turns: str = "reset") -> Frames:
-    """Load traces and round logs (files, or directories searched
-    recursively for *.jsonl) into DataFrames.
+                normalization: str = "default", user_turns: str = "reset",
+                novelty: NoveltyConfig | None = None) -> Frames:
+    """Load traces, round logs and raw trajectories of other agents (files,
+    or directories searched recursively; raw ones converted in memory, see
+    `realruns.sources`) into DataFrames.
 
-    `patience`, `normalization` and `user_turns` only apply to round logs,
-    which are replayed through the stop rule; traces carry their own
-    decisions. Raises UserInputError (file, line, key) for a malformed file."""
+    `patience`, `normalization` (or a whole `novelty` config, which wins)
+    and `user_turns` only apply to round logs and raw trajectories, which are
+    replayed through the stop rule; traces carry their own decisions. Raises
+    UserInputError (file, line, key) for a malformed file."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    if novelty is not None:
+        normalization = novelty.normalization
     if normalization not in NORMALIZATIONS:
         raise UserInputError(f"unknown normalization {normalization!r}", key="normalization",
                              expected="one of " + ", ".join(NORMALIZATIONS))
     if user_turns not in USER_TURNS:
         raise UserInputError(f"unknown user-turn handling {user_turns!r}", key="user_turns",
                              expected="one of " + ", ".join(USER_TURNS))
-    files, warnings = find_files(paths)
+    cfg = novelty or NoveltyConfig(normalization=normalization)
+    found, warnings = find_inputs(paths)
+    files = [(f, kind) for f, kind, _ in found]
+    named = {f for f, _, n in found if n}
     acc: dict[str, list[dict]] = {"requests": [], "tool_calls": [], "rounds": [], "runs": []}
     ids = _RunIds()
     for path, kind in files:
@@ -425,8 +386,13 @@ def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PAT
                 prefix = None
             _load_trace(path, ids.make(path, prefix), acc, warnings)
         else:
-            _load_roundlog(path, ids.make(path, None), acc, patience=patience, normalization=normalization,
-                           user_turns=user_turns)
+            logs, skipped = ([read_round_log(path)], None) if kind == "roundlog" else \
+                read_raw(path, named=path in named)
+            if skipped:
+                warnings.append(skipped)
+            for log in logs:
+                _load_roundlog(log, ids.make(Path(log.path), None), acc, patience=patience, cfg=cfg,
+                               user_turns=user_turns)
     return Frames(
         requests=_frame(acc["requests"], REQUEST_COLUMNS),
         tool_calls=_frame(acc["tool_calls"], TOOL_COLUMNS),

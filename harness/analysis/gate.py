@@ -1,8 +1,11 @@
 """`imprint check`: ADR 0102's invalidation conditions as a release gate.
 
-1. premature stops: labelled useful runs that the no-progress rule stopped
-   before their labelled round (traces: the stop they recorded; round logs:
-   replayed at the configured patience and normalization);
+1. premature stops and loop recall, per labelled source (corpus): the share
+   of its labelled useful runs that the no-progress rule stopped before their
+   labelled round (none at all on `strict` sources), and the share of its
+   labelled loops that a stop caught (traces: the stop they recorded; round
+   logs and raw trajectories: replayed at the configured patience and
+   novelty config);
 2. estimate divergence: per provider, the median and p95 of estimated /
    measured prompt tokens and the share of under-counts (estimate below the
    measurement), over every request whose usage the provider reported;
@@ -27,7 +30,8 @@ import pandas as pd
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS
 
-from ..realruns.labels import Labels, judge, load_labels, read_user_file
+from ..realruns.labels import LOOP_SLACK, Labels, Tally, corpus_name, judge, load_labels, read_user_file
+from ..realruns.noveltyfields import describe, make_config
 from ..realruns.rounds import PATIENCE, USER_TURNS
 from .frames import Frames, load_frames
 
@@ -47,6 +51,11 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "normalization": (str, lambda v: v in NORMALIZATIONS, "one of " + ", ".join(NORMALIZATIONS)),
         "user_turns": (str, lambda v: v in USER_TURNS, "one of " + ", ".join(USER_TURNS)),
         "max_premature": (int, lambda v: v >= 0, "an integer of 0 or more"),
+        "max_premature_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
+        "strict": (list, None, "a list of corpus names (labels files without `labels-` and `.yaml`)"),
+        "min_loop_recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
+        "loop_slack": (int, lambda v: v >= 0, "an integer of 0 or more"),
+        "novelty": (dict, None, "a table of NoveltyConfig fields"),
     },
     "divergence": {
         "min_requests": (int, lambda v: v >= 1, "an integer of 1 or more"),
@@ -66,7 +75,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
 PROVIDER_KEYS = ("min_requests", "median_min", "median_max", "p95_max", "max_undercount_share")
 DEFAULTS: dict[str, dict[str, Any]] = {
     "inputs": {"traces": ["traces"], "latest_run": True, "runs_dir": "traces/runs", "round_logs": [], "labels": []},
-    "premature_stops": {"patience": PATIENCE.default, "normalization": "default", "user_turns": "reset", "max_premature": 0},
+    "premature_stops": {"patience": PATIENCE.default, "normalization": "default", "user_turns": "reset", "max_premature": 0,
+                        "max_premature_share": 0.10, "strict": [], "min_loop_recall": 0.8, "loop_slack": LOOP_SLACK,
+                        "novelty": {}},
     "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
                    "max_undercount_share": 0.05, "exclude": [], "providers": {}},
     "overruns": {"deliberate": [], "max_count": 0, "max_overrun_sec": 0.0},
@@ -177,6 +188,17 @@ def parse_config(text: str, name: str) -> GateConfig:
                             raise UserInputError("unknown key", file=name, line=kline,
                                                  key=f"divergence.providers.{prov}.{k}", expected=", ".join(PROVIDER_KEYS))
                         _check_value(v, SCHEMA["divergence"][k], name, kline, f"divergence.providers.{prov}.{k}")
+            if table == "premature_stops" and key == "novelty":
+                if "normalization" in value:
+                    raise UserInputError("set normalization as premature_stops.normalization", file=name, line=line,
+                                         key="premature_stops.novelty.normalization")
+                for k, v in value.items():
+                    kline = _line_of(text, ["premature_stops", "novelty"], k) or line
+                    try:
+                        make_config({k: v}, key=f"premature_stops.novelty.{k}")
+                    except UserInputError as exc:
+                        raise UserInputError(exc.message, file=name, line=kline, key=f"premature_stops.novelty.{k}",
+                                             expected=exc.expected) from None
             out[table][key] = value
     d = out["divergence"]
     if d["median_min"] > d["median_max"]:
@@ -204,40 +226,77 @@ class Condition:
                 "rows": self.rows, "details": self.details}
 
 
+DETAILS_PER_SOURCE = 10
+
+
+@dataclass
+class _Source(Tally):
+    premature_runs: list[str] = field(default_factory=list)
+    missed_loops: list[str] = field(default_factory=list)
+
+
 def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig) -> Condition:
-    limit = cfg.premature_stops["max_premature"]
-    useful = premature = 0
-    details: list[str] = []
-    loops = loop_rounds = loop_total = 0
+    """Per source (a labels file: `labels-tau-bench.yaml` is tau-bench): premature
+    stops on its labelled useful runs, and the recall of its labelled loops (a
+    loop is caught when the stop lands from its first round to `loop_slack`
+    rounds after its last; `realruns.labels.judge`)."""
+    ps = cfg.premature_stops
+    sources: dict[str, _Source] = {}
     for r in frames.runs.itertuples(index=False):
         label = labels.for_run(r.name, r.run, r.path)
         if label is None:
             continue
+        src = sources.setdefault(corpus_name(label.file) if label.file else "labels", _Source())
         stop = int(r.stop_round) if r.stop_reason == "no_progress" and pd.notna(r.stop_round) else None
-        j = judge(label, stop, int(r.rounds) if pd.notna(r.rounds) else None)
-        useful += label.useful
-        loops += j.loops
-        loop_rounds += j.loop_rounds
-        loop_total += j.loop_total
+        j = judge(label, stop, int(r.rounds) if pd.notna(r.rounds) else None, ps["loop_slack"])
+        src.add(label, j)
+        how = "replayed" if r.source == "roundlog" else "recorded"
         if j.premature:
-            premature += 1
-            how = "replayed" if r.source == "roundlog" else "recorded"
-            details.append(f"{r.run}: {how} no_progress stop at round {stop}, labelled useful until round "
-                           f"{label.should_not_stop_before}")
-    c = Condition(1, "premature no-progress stops on labelled useful runs", premature <= limit and useful > 0)
-    settings = f"round logs replayed at patience {cfg.premature_stops['patience']}, " \
-               f"normalization {cfg.premature_stops['normalization']}, user turns {cfg.premature_stops['user_turns']}"
-    c.rows.append({"subject": "useful runs", "figure": f"{premature} premature of {useful}",
-                   "value": premature, "threshold": f"≤ {limit}", "passed": c.passed})
+            src.premature_runs.append(f"{r.run}: {how} no_progress stop at round {stop}, labelled useful until round "
+                                      f"{label.should_not_stop_before}")
+        if j.loops_caught < j.loops:
+            spans = ", ".join(f"{a}-{b}" for a, b in label.loops)
+            src.missed_loops.append(f"{r.run}: loop(s) {spans} not caught ({how} stop: "
+                                    f"{'none' if stop is None else f'round {stop}'})")
+    c = Condition(1, "premature no-progress stops on labelled useful runs; recall of labelled loops", True)
+    useful = sum(src.useful for src in sources.values())
+    for name, src in sorted(sources.items()):
+        if src.useful:
+            strict = name in ps["strict"]
+            share = src.premature_share or 0.0
+            ok = src.premature <= ps["max_premature"] if strict else share <= ps["max_premature_share"] + 1e-12
+            c.rows.append({"subject": f"{name}: premature stops", "value": share,
+                           "figure": f"{src.premature} of {src.useful} useful runs ({share:.1%})",
+                           "threshold": f"≤ {ps['max_premature']} (strict)" if strict
+                           else f"≤ {ps['max_premature_share']:.0%}", "passed": ok})
+            c.passed &= ok
+        if src.loops:
+            recall = src.recall or 0.0
+            ok = recall >= ps["min_loop_recall"] - 1e-12
+            c.rows.append({"subject": f"{name}: loop recall", "value": recall,
+                           "figure": f"{src.caught} of {src.loops} loops caught ({recall:.0%})",
+                           "threshold": f"≥ {ps['min_loop_recall']:.0%}", "passed": ok})
+            c.passed &= ok
+        for what, items in (("premature", src.premature_runs), ("missed", src.missed_loops)):
+            c.details += [f"{name}: {d}" for d in items[:DETAILS_PER_SOURCE]]
+            if len(items) > DETAILS_PER_SOURCE:
+                c.details.append(f"{name}: … and {len(items) - DETAILS_PER_SOURCE} more {what}")
     if useful == 0:
-        c.no_data = True
+        c.passed, c.no_data = False, True
+        c.rows.insert(0, {"subject": "useful runs", "figure": "none labelled", "value": 0, "threshold": "≥ 1",
+                          "passed": False})
         c.details.append("no labelled useful run among the inputs (give --labels, or check the label names)")
-    c.details.extend(details)
-    if loops:
-        c.details.append(f"for information: {loop_rounds} of {loop_total} rounds inside {loops} labelled loop(s) "
-                         f"ran before a stop")
-    c.details.append(settings)
+    c.details.append(f"round logs and raw trajectories replayed at patience {ps['patience']}, "
+                     f"{describe(novelty_config(cfg))}, user turns {ps['user_turns']}; a loop is caught by a stop "
+                     f"from its first round to {ps['loop_slack']} round(s) after its last")
     return c
+
+
+def novelty_config(cfg: GateConfig):
+    """The NoveltyConfig the gate replays with: `normalization` and the `novelty` table."""
+    ps = cfg.premature_stops
+    return make_config({**ps["novelty"], "normalization": ps["normalization"]},
+                       key="premature_stops.novelty")
 
 
 def divergence(frames: Frames, cfg: GateConfig) -> Condition:
@@ -313,8 +372,7 @@ def run_gate(paths: Sequence[str | Path], cfg: GateConfig,
     """The three conditions over `paths`; also the loader's warnings."""
     labels = load_labels(label_files)
     ps = cfg.premature_stops
-    frames = load_frames(paths, patience=ps["patience"], normalization=ps["normalization"],
-                         user_turns=ps["user_turns"])
+    frames = load_frames(paths, patience=ps["patience"], novelty=novelty_config(cfg), user_turns=ps["user_turns"])
     if frames.runs.empty:
         raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
     return [premature_stops(frames, labels, cfg), divergence(frames, cfg), overruns(frames, cfg)], frames, \

@@ -1,199 +1,361 @@
-"""`imprint tune`: sweep patience and normalization over labelled runs.
+"""`imprint tune`: search the stop rule's space honestly.
 
-Each run's per-round novelty is computed once per normalization
-(`rounds.round_progress`); every patience value then only replays the
-cheap counter (`rounds.apply_patience`). Runs come from `load_frames`
-(traces and round logs alike); labels (`realruns.labels`) say which runs are
-useful and where runs loop. A setting is scored by its premature stops on
-useful runs and the rounds it lets labelled loops run before stopping.
+A setting is a patience value and a `NoveltyConfig` (any of its fields, by
+name; `realruns.noveltyfields`). Over labelled corpora it is scored by
+
+- **loop recall**: labelled loops caught, i.e. the stop lands from the loop's
+  first round to `slack` rounds after its last (`realruns.labels.judge`);
+- **premature stops**: labelled useful runs stopped before their
+  `should_not_stop_before` round, as a share of the useful runs;
+
+per corpus and overall (pooled). The runs are split by **task**, never by
+run: a deterministic hash of the task id (SWE-bench instance, tau-bench
+task, Who&When question) puts every run of a task in the same part, the dev
+part (tuned on) or the held-out part (only reported). The dev part is cut
+into k folds by a second hash of the task: cross-validation re-runs the
+whole selection on k-1 folds and scores the choice on the fold left out, so
+the held-out figures are not the only check of how the choice generalises.
+
+The recommendation rule (`Rule.choose`): among the settings whose premature
+share is at most `max_premature_share` on every corpus with useful runs and
+zero on the `strict` corpora, the highest minimum loop recall over the
+corpora with loops; ties go to the higher pooled recall, then to fewer
+premature stops, then to the setting nearest the shipped one (fewest
+novelty fields changed, then patience nearest the shipped patience). When no
+setting meets the constraints, the one that breaks them least is chosen, and
+the reason says so.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Sequence
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Sequence
 
-from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
+import numpy as np
 
-from ..realruns.labels import Labels, RunLabel, judge
-from ..realruns.rounds import PATIENCE, Round, RoundCall, RoundLog, apply_patience, round_progress
-from .frames import Frames
+from imprint_core.novelty import NoveltyConfig
 
-DEFAULT_PATIENCE, DEFAULT_NORMALIZATION = PATIENCE.default, "default"   # the shipped settings: ties lean towards them
+from ..realruns.labels import LOOP_SLACK, Tally, judge
+from ..realruns.noveltyfields import SHIPPED, as_dict, changed, config_key, describe
+from ..realruns.rounds import PATIENCE
+from .sweep import ComputeStats, ProgressCache, TuneRun, compute_progress, stop_rounds
 
-
-@dataclass
-class RunRounds:
-    run: str
-    name: str
-    path: str
-    rounds: int
-    replies: list[RoundLog]
-    label: RunLabel | None = None
+SHIPPED_PATIENCE = PATIENCE.default
+PARTS = ("dev", "held-out")
 
 
-@dataclass
+# ---- settings -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
 class Setting:
-    normalization: str
+    config: NoveltyConfig
     patience: int
-    premature: int = 0
-    premature_runs: list[str] = field(default_factory=list)
-    rounds_lost: int = 0
-    loop_rounds: int = 0
-    loop_total: int = 0
-    loops: int = 0
-    loops_stopped: int = 0
-    useful: int = 0
-    stops: int = 0
-    runs: int = 0
 
-    @property
+    @cached_property
     def key(self) -> str:
-        return f"patience {self.patience}, normalization {self.normalization}"
+        return config_key(self.config)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    @cached_property
+    def shipped(self) -> bool:
+        return self.patience == SHIPPED_PATIENCE and self.key == config_key(SHIPPED)
+
+    @cached_property
+    def changed(self) -> dict[str, Any]:
+        return changed(self.config)
+
+    def distance(self) -> tuple[int, int]:
+        """How far from the shipped setting: novelty fields changed, then patience steps."""
+        return len(self.changed), abs(self.patience - SHIPPED_PATIENCE)
+
+    def label(self, fields: Sequence[str] | None = None) -> str:
+        return f"patience {self.patience}, {describe(self.config, fields)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"patience": self.patience, "novelty": as_dict(self.config), "changed": self.changed,
+                "shipped": self.shipped}
 
 
-def runs_from_frames(frames: Frames, labels: Labels | None = None) -> list[RunRounds]:
-    """Every run's rounds and calls, cut into replies, from the loader's tables."""
-    calls: dict[str, dict[int, list[RoundCall]]] = {}
-    tc = frames.tool_calls
-    if not tc.empty:
-        tc = tc[tc["status"] != "not_executed"]
-        for r in tc[["run", "round", "tool", "arguments", "kind", "status", "text", "segments"]].itertuples(index=False):
-            segs = r.segments if isinstance(r.segments, list) else None
-            calls.setdefault(r.run, {}).setdefault(int(r.round), []).append(
-                RoundCall(r.tool, r.arguments if isinstance(r.arguments, dict) else {}, r.kind, r.status,
-                          r.text if isinstance(r.text, str) else "", segs))
-    replies: dict[str, dict[int, list[int]]] = {}
-    if not frames.rounds.empty:
-        for r in frames.rounds[["run", "round", "reply"]].itertuples(index=False):
-            replies.setdefault(r.run, {}).setdefault(int(r.reply), []).append(int(r.round))
-    out = []
-    for run in frames.runs[["run", "name", "path"]].itertuples(index=False):
-        by_round = calls.get(run.run, {})
-        by_reply = replies.get(run.run, {})
-        numbers = sorted({n for ns in by_reply.values() for n in ns} | set(by_round))
-        if not by_reply and numbers:
-            by_reply = {1: numbers}
-        logs = []
-        for reply in sorted(by_reply):
-            rnds = [Round(n, by_round.get(n, [])) for n in sorted(by_reply[reply])]
-            logs.append(RoundLog(run.path, "", {}, rnds))
-        label = labels.for_run(run.name, run.run, run.path) if labels is not None else None
-        out.append(RunRounds(run.run, run.name, run.path, len(numbers), logs, label))
+def settings_for(configs: Sequence[NoveltyConfig], patiences: Sequence[int]) -> list[Setting]:
+    """Every config × patience (config slowest), plus the shipped setting when the grid lacks it."""
+    out = [Setting(c, p) for c in configs for p in patiences]
+    if not any(s.shipped for s in out):
+        out.append(Setting(SHIPPED, SHIPPED_PATIENCE))
     return out
 
 
-def progress_by_reply(run: RunRounds, config: NoveltyConfig) -> list[tuple[list[int], list[tuple[str, bool]]]]:
-    """Per reply: its round numbers and (kind, progress) per round. The
-    expensive part; once per normalization."""
-    return [([r.number for r in log.rounds], round_progress(log, config)) for log in run.replies]
+# ---- the split ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Split:
+    """Deterministic, by task: a task is held out when the hash of
+    `seed:part:task` falls below `holdout` (its own id alone decides, so a
+    task never moves when the corpus grows); dev tasks fall into `folds`
+    folds by the hash of `seed:fold:task`."""
+    holdout: float = 0.3
+    folds: int = 5
+    seed: str = "imprint-tune"
+
+    def _unit(self, salt: str, task: str) -> float:
+        h = hashlib.sha256(f"{self.seed}:{salt}:{task}".encode()).digest()
+        return int.from_bytes(h[:8], "big") / 2 ** 64
+
+    def part(self, task: str) -> str:
+        return "held-out" if self._unit("part", task) < self.holdout else "dev"
+
+    def fold(self, task: str) -> int:
+        return min(self.folds - 1, int(self._unit("fold", task) * self.folds))
 
 
-def stop_round(progress: list[tuple[list[int], list[tuple[str, bool]]]], patience: int) -> int | None:
-    """The round where the rule first stops the run (None: never)."""
-    for numbers, prog in progress:
-        stop, _ = apply_patience(prog, patience)
-        if stop is not None:
-            return numbers[stop - 1]
-    return None
+# ---- scores ------------------------------------------------------------------------------------------------------
+Figures = Tally
+"""One setting over some runs."""
 
 
-def sweep(runs: Sequence[RunRounds], patiences: Sequence[int], normalizations: Sequence[str]) -> list[Setting]:
-    results = []
-    for norm in normalizations:
-        cfg = NoveltyConfig(normalization=norm)
-        progress = [(run, progress_by_reply(run, cfg)) for run in runs]
-        for p in patiences:
-            s = Setting(norm, p)
-            for run, prog in progress:
-                stop = stop_round(prog, p)
-                s.runs += 1
-                s.stops += stop is not None
-                if run.label is None:
+class Scores:
+    """Every setting judged on every run, as matrices (settings × runs), so
+    that any subset of runs (a corpus, a part, a fold) is a masked sum."""
+
+    def __init__(self, settings: Sequence[Setting], runs: Sequence[TuneRun], stops: np.ndarray, slack: int):
+        self.settings, self.runs, self.stops, self.slack = list(settings), list(runs), stops, slack
+        n_s, n_r = len(settings), len(runs)
+        self.premature = np.zeros((n_s, n_r), dtype=np.int64)
+        self.caught = np.zeros((n_s, n_r), dtype=np.int64)
+        self.loops = np.zeros(n_r, dtype=np.int64)
+        self.useful = np.array([r.label.useful for r in runs], dtype=np.int64)
+        memo: dict[tuple[int, int], tuple[int, int, int]] = {}
+        for ri, run in enumerate(runs):
+            for si in range(n_s):
+                stop = int(stops[si, ri])
+                got = memo.get((ri, stop))
+                if got is None:
+                    j = judge(run.label, None if stop < 0 else stop, run.rounds, slack)
+                    got = memo[(ri, stop)] = (int(j.premature), j.loops_caught, j.loops)
+                self.premature[si, ri], self.caught[si, ri], self.loops[ri] = got
+        self.corpora = list(dict.fromkeys(r.corpus for r in runs))
+
+    def mask(self, corpus: str | None = None, parts: dict[str, str] | None = None, part: str | None = None,
+             folds: dict[str, int] | None = None, fold: int | None = None, not_fold: int | None = None) -> np.ndarray:
+        m = np.ones(len(self.runs), dtype=bool)
+        for i, r in enumerate(self.runs):
+            if corpus is not None and r.corpus != corpus:
+                m[i] = False
+            elif part is not None and parts is not None and parts[r.task] != part:
+                m[i] = False
+            elif folds is not None and fold is not None and folds.get(r.task) != fold:
+                m[i] = False
+            elif folds is not None and not_fold is not None and folds.get(r.task) == not_fold:
+                m[i] = False
+        return m
+
+    def sums(self, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """Per setting: premature, caught; and the subset's useful, loops, runs."""
+        return {"premature": self.premature[:, mask].sum(axis=1), "caught": self.caught[:, mask].sum(axis=1),
+                "useful": int(self.useful[mask].sum()), "loops": int(self.loops[mask].sum()),
+                "runs": int(mask.sum())}
+
+    def figures(self, si: int, mask: np.ndarray) -> Figures:
+        return Figures(int(mask.sum()), int(self.useful[mask].sum()), int(self.premature[si, mask].sum()),
+                       int(self.loops[mask].sum()), int(self.caught[si, mask].sum()))
+
+    def details(self, si: int, mask: np.ndarray) -> dict[str, list[str]]:
+        """The premature stops and the loops not caught, by run."""
+        prem, missed = [], []
+        for ri in np.flatnonzero(mask):
+            run, stop = self.runs[ri], int(self.stops[si, ri])
+            shown = "never" if stop < 0 else f"round {stop}"
+            if self.premature[si, ri]:
+                prem.append(f"{run.corpus}/{run.name}: stopped at {shown}, useful until "
+                            f"{run.label.should_not_stop_before}")
+            if self.caught[si, ri] < self.loops[ri]:
+                spans = ", ".join(f"{a}-{b}" for a, b in run.label.loops)
+                missed.append(f"{run.corpus}/{run.name}: loops {spans}, stopped {shown}")
+        return {"premature": prem, "missed_loops": missed}
+
+
+# ---- the Pareto front --------------------------------------------------------------------------------------
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indexes of the points (recall, premature share) that no other point
+    dominates (at least as much recall and at most as many premature stops,
+    better in one), ordered by premature share, then recall. Equal points
+    are all on the front or all off it."""
+    distinct = sorted(set(points), key=lambda p: (p[1], -p[0]))
+    front: set[tuple[float, float]] = set()
+    best = -np.inf
+    for recall, prem in distinct:
+        if recall > best:
+            front.add((recall, prem))
+            best = recall
+    return sorted((i for i, p in enumerate(points) if p in front), key=lambda i: (points[i][1], -points[i][0], i))
+
+
+def _point(recall: float | None, share: float | None) -> tuple[float, float]:
+    return (0.0 if recall is None else round(recall, 12), 0.0 if share is None else round(share, 12))
+
+
+# ---- the recommendation rule ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    max_premature_share: float = 0.10
+    strict: tuple[str, ...] = ("tau-bench",)
+
+    def describe(self) -> str:
+        strict = f" and none on {', '.join(self.strict)}" if self.strict else ""
+        return (f"the highest minimum loop recall over the corpora with labelled loops, among the settings with "
+                f"at most {self.max_premature_share:.0%} premature stops on every corpus with useful runs{strict}; "
+                "ties: higher pooled recall, fewer premature stops, nearer the shipped setting")
+
+    def choose(self, scores: Scores, mask: np.ndarray) -> tuple[int, bool, str]:
+        """(setting index, whether it meets the constraints, the reason) on the runs of `mask`."""
+        n = len(scores.settings)
+        violation = np.zeros(n, dtype=np.int64)
+        min_recall = np.full(n, np.inf)
+        per: dict[str, dict[str, Any]] = {}
+        for c in scores.corpora:
+            s = scores.sums(mask & scores.mask(corpus=c))
+            per[c] = s
+            if s["useful"]:
+                allowed = 0 if c in self.strict else int(np.floor(self.max_premature_share * s["useful"] + 1e-9))
+                violation += np.maximum(0, s["premature"] - allowed)
+            if s["loops"]:
+                min_recall = np.minimum(min_recall, s["caught"] / s["loops"])
+        min_recall[np.isinf(min_recall)] = 0.0
+        total = scores.sums(mask)
+        pooled = total["caught"] / total["loops"] if total["loops"] else np.zeros(n)
+        feasible = violation == 0
+        pool = np.flatnonzero(feasible) if feasible.any() else np.flatnonzero(violation == violation.min())
+
+        def rank(i: int) -> tuple:
+            return (round(-float(min_recall[i]), 12), round(-float(pooled[i]), 12), int(total["premature"][i]),
+                    *scores.settings[i].distance(), i)
+
+        best = min(pool, key=rank)
+        s = scores.settings[best]
+        figures = "; ".join(
+            f"{c}: recall {_pct(per[c]['caught'][best], per[c]['loops'])}, premature "
+            f"{_pct(per[c]['premature'][best], per[c]['useful'])}" for c in scores.corpora)
+        ties = [int(i) for i in pool if rank(int(i))[:3] == rank(int(best))[:3]]
+        if feasible.any():
+            why = (f"{s.label()}: minimum loop recall {min_recall[best]:.0%} over the corpora with loops, the highest "
+                   f"of the {int(feasible.sum())} of {n} settings that meet the premature-stop limits ({figures})")
+            hopeless = [c for c in scores.corpora if per[c]["loops"] and not per[c]["caught"][pool].any()]
+            if hopeless:
+                why += (f"; no setting within the limits catches any labelled loop of {', '.join(hopeless)}, so the "
+                        "minimum is 0 for all of them and the pooled recall, then fewer premature stops, decide")
+            if len(ties) > 1:
+                why += f"; {len(ties)} settings score the same, and this one is nearest the shipped setting"
+        else:
+            why = (f"no setting meets the premature-stop limits; {s.label()} breaks them least "
+                   f"({int(violation[best])} premature stop(s) over the limits; {figures})")
+        return int(best), bool(feasible.any()), why
+
+
+def _pct(a: Any, b: Any) -> str:
+    return f"{int(a)}/{int(b)} ({100 * int(a) / int(b):.0f}%)" if b else "n/a"
+
+
+# ---- the whole tuning run ----------------------------------------------------------------------------------
+@dataclass
+class Tuning:
+    scores: Scores
+    split: Split
+    rule: Rule
+    parts: dict[str, str]
+    folds: dict[str, int]
+    best: int
+    feasible: bool
+    reason: str
+    shipped: int
+    grid: dict[str, list[Any]]
+    held: list[str]
+    patiences: list[int]
+    cv: list[dict[str, Any]] = field(default_factory=list)
+    stats: ComputeStats | None = None
+
+    @property
+    def corpora(self) -> list[str]:
+        return self.scores.corpora
+
+    def part_mask(self, part: str | None, corpus: str | None = None) -> np.ndarray:
+        return self.scores.mask(corpus=corpus, parts=self.parts, part=part)
+
+    def figures(self, si: int, part: str | None, corpus: str | None = None) -> Figures:
+        return self.scores.figures(si, self.part_mask(part, corpus))
+
+    def front(self, part: str | None, corpus: str | None = None) -> list[int]:
+        """Setting indexes on the Pareto front of (recall, premature share) on these runs."""
+        s = self.scores.sums(self.part_mask(part, corpus))
+        pts = [_point(s["caught"][i] / s["loops"] if s["loops"] else None,
+                      s["premature"][i] / s["useful"] if s["useful"] else None) for i in range(len(self.scores.settings))]
+        return pareto_front(pts)
+
+    def cv_summary(self) -> dict[str, dict[str, Any]]:
+        """Per corpus and overall: the fold-chosen settings' figures on their left-out folds, pooled."""
+        out: dict[str, dict[str, Any]] = {}
+        for c in [*self.corpora, None]:
+            f = Figures()
+            for fold in self.cv:
+                g = fold["figures"].get(c or "overall")
+                if g is None:
                     continue
-                j = judge(run.label, stop, run.rounds)
-                s.useful += run.label.useful
-                s.premature += j.premature
-                if j.premature:
-                    s.premature_runs.append(f"{run.name}@{stop}<{run.label.should_not_stop_before}")
-                s.rounds_lost += j.rounds_lost
-                s.loop_rounds += j.loop_rounds
-                s.loop_total += j.loop_total
-                s.loops += j.loops
-                s.loops_stopped += j.loops_stopped
-            results.append(s)
-    return results
+                f.runs += g["runs"]
+                f.useful += g["useful"]
+                f.premature += g["premature"]
+                f.loops += g["loops"]
+                f.caught += g["caught"]
+            out[c or "overall"] = f.to_dict()
+        return out
 
 
-def recommend(results: Sequence[Setting], max_premature: int = 0) -> Setting:
-    """Fewest rounds inside loops among the settings with at most
-    `max_premature` premature stops (else the fewest premature stops); ties
-    go to fewer rounds lost, then to the setting nearest the shipped one."""
-    ok = [s for s in results if s.premature <= max_premature]
-    pool = ok or [s for s in results if s.premature == min(r.premature for r in results)]
-    return min(pool, key=lambda s: (s.loop_rounds if ok else (s.premature, s.loop_rounds), s.rounds_lost,
-                                    abs(s.patience - DEFAULT_PATIENCE), s.normalization != DEFAULT_NORMALIZATION,
-                                    -NORMALIZATIONS.index(s.normalization)))
-
-
-def tradeoff(results: Sequence[Setting], best: Setting) -> list[str]:
-    """Sentences comparing the recommendation with its neighbours and the default."""
-    by = {(s.normalization, s.patience): s for s in results}
-    lines = [f"recommended: {best.key}: {best.premature} premature stop(s) on {best.useful} useful run(s), "
-             f"{best.loop_rounds} of {best.loop_total} labelled loop rounds spent "
-             f"({best.loops_stopped} of {best.loops} loops stopped inside), {best.stops} of {best.runs} runs stopped"]
-    for other, why in [((best.normalization, best.patience - 1), "one less"),
-                       ((best.normalization, best.patience + 1), "one more"),
-                       ((DEFAULT_NORMALIZATION, DEFAULT_PATIENCE), "shipped default")]:
-        s = by.get(other)
-        if s is None or s is best:
+def cross_validate(scores: Scores, split: Split, parts: dict[str, str], folds: dict[str, int],
+                   rule: Rule) -> list[dict[str, Any]]:
+    """For each fold of the dev tasks: choose on the other folds, score the choice on this one."""
+    dev = scores.mask(parts=parts, part="dev")
+    out = []
+    for k in range(split.folds):
+        train = dev & scores.mask(folds=folds, not_fold=k)
+        test = dev & scores.mask(folds=folds, fold=k)
+        if not test.any() or not train.any():
+            out.append({"fold": k, "tasks": 0, "setting": None, "feasible": None, "figures": {}})
             continue
-        extra = f" ({', '.join(s.premature_runs[:5])}{'…' if len(s.premature_runs) > 5 else ''})" if s.premature_runs else ""
-        lines.append(f"{why}: {s.key}: {s.premature} premature{extra}, {s.rounds_lost} useful round(s) lost, "
-                     f"{s.loop_rounds} of {s.loop_total} loop rounds, {s.stops} stops")
-    same = [n for n in NORMALIZATIONS if n != best.normalization and (n, best.patience) in by
-            and (by[(n, best.patience)].premature, by[(n, best.patience)].loop_rounds) == (best.premature, best.loop_rounds)]
-    if same:
-        lines.append(f"normalization {', '.join(same)} score(s) the same at patience {best.patience} on these runs")
-    return lines
+        best, ok, _ = rule.choose(scores, train)
+        figs = {c: scores.figures(best, test & scores.mask(corpus=c)).to_dict() for c in scores.corpora}
+        figs["overall"] = scores.figures(best, test).to_dict()
+        tasks = len({scores.runs[i].task for i in np.flatnonzero(test)})
+        out.append({"fold": k, "tasks": tasks, "setting": best, "label": scores.settings[best].label(),
+                    "feasible": ok, "figures": figs})
+    return out
 
 
-def plot_curve(results: Sequence[Setting], best: Setting, path: Path, title: str = "") -> Path:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-    styles = {"none": ("tab:gray", "o", ":", -0.15), "basic": ("tab:blue", "s", "--", -0.09),
-              "default": ("tab:orange", "^", "-", -0.03), "logs": ("tab:green", "v", "-.", 0.03),
-              "ocr": ("tab:purple", "D", ":", 0.09), "all": ("tab:red", "x", "--", 0.15)}
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True, constrained_layout=True)
-    for norm in NORMALIZATIONS:
-        rows = sorted((s for s in results if s.normalization == norm), key=lambda s: s.patience)
-        if not rows:
-            continue
-        color, marker, ls, dodge = styles[norm]
-        xs = [s.patience + dodge for s in rows]  # side by side where normalizations score alike
-        ax1.plot(xs, [s.premature for s in rows], color=color, marker=marker, ls=ls, label=norm, ms=5, alpha=0.85)
-        share = [100 * s.loop_rounds / s.loop_total if s.loop_total else 0 for s in rows]
-        ax2.plot(xs, share, color=color, marker=marker, ls=ls, label=norm, ms=5, alpha=0.85)
-    for ax in (ax1, ax2):
-        ax.axvline(best.patience, color="green", lw=1.2, alpha=0.6)
-        ax.grid(alpha=0.3)
-    useful = best.useful
-    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax1.set_ylabel(f"premature stops\n(of {useful} useful runs)")
-    ax1.set_title(title or "Patience sweep: premature stops against rounds spent in loops")
-    ax1.legend(title="normalization", fontsize=8)
-    ax2.set_ylabel(f"loop rounds spent (%)\n(of {best.loop_total} labelled)")
-    ax2.set_xlabel("patience (consecutive rounds without new evidence)")
-    ax2.set_ylim(0, 105)
-    ax2.set_xticks(sorted({s.patience for s in results}))
-    ax1.annotate(f"recommended: {best.patience}, {best.normalization}", (best.patience, ax1.get_ylim()[1]),
-                 xytext=(4, -12), textcoords="offset points", color="green", fontsize=9)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: Sequence[int], *,
+         grid: dict[str, list[Any]] | None = None, held: Sequence[str] = (), split: Split = Split(),
+         rule: Rule = Rule(), slack: int = LOOP_SLACK, jobs: int | None = None, scheduler: Any = None,
+         cache: ProgressCache | None = None) -> Tuning:
+    """Sweep every setting over the labelled runs, split them by task, choose on dev, report the rest."""
+    settings = settings_for(configs, patiences)
+    all_configs = list(dict.fromkeys(s.key for s in settings))
+    by_key = {s.key: s.config for s in settings}
+    progress, stats = compute_progress(runs, [by_key[k] for k in all_configs], jobs=jobs, scheduler=scheduler,
+                                       cache=cache)
+    cindex = {k: i for i, k in enumerate(all_configs)}
+    stops = np.full((len(settings), len(runs)), -1, dtype=np.int64)
+    wanted = sorted({s.patience for s in settings})
+    for ri, run in enumerate(runs):
+        per_config: dict[int, dict[int, int | None]] = {}
+        for si, s in enumerate(settings):
+            ci = cindex[s.key]
+            if ci not in per_config:
+                per_config[ci] = stop_rounds(progress[(ci, ri)], run.numbers, wanted)
+            stop = per_config[ci][s.patience]
+            stops[si, ri] = -1 if stop is None else stop
+    scores = Scores(settings, runs, stops, slack)
+    tasks = sorted({r.task for r in runs})
+    parts = {t: split.part(t) for t in tasks}
+    folds = {t: split.fold(t) for t in tasks if parts[t] == "dev"}
+    dev = scores.mask(parts=parts, part="dev")
+    if not dev.any():
+        dev = np.ones(len(runs), dtype=bool)
+    best, feasible, reason = rule.choose(scores, dev)
+    shipped = next(i for i, s in enumerate(settings) if s.shipped)
+    out = Tuning(scores, split, rule, parts, folds, best, feasible, reason, shipped, dict(grid or {}), list(held),
+                 list(patiences), stats=stats)
+    out.cv = cross_validate(scores, split, parts, folds, rule)
+    return out

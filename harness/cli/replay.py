@@ -1,4 +1,5 @@
-"""`imprint replay`: round logs through the novelty and patience rule."""
+"""`imprint replay`: runs through the novelty and patience rule: round logs,
+our traces, and other agents' raw trajectories (converted in memory)."""
 from __future__ import annotations
 
 import argparse
@@ -11,37 +12,64 @@ from ..realruns.rounds import PATIENCE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    rp = sub.add_parser("replay", help="replay round logs through the novelty and patience rule",
-                        description="Print, per round log, the round where the no-progress rule stops "
-                                    "(or that it never stops) and the rounds judged as progress.")
+    rp = sub.add_parser("replay", help="replay runs through the novelty and patience rule",
+                        description="Print, per run, the round where the no-progress rule stops (or that it never "
+                                    "stops) and the rounds judged as progress. Takes imprint-rounds/1 logs, our "
+                                    "traces and raw trajectories of other agents (any format `imprint import` reads; "
+                                    "converted in memory, nothing written), files or folders.")
     rp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     rp.add_argument("--patience", type=int, default=PATIENCE.default,
                     help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max})")
-    rp.add_argument("--normalization", default="default",
-                    help="none, basic, or a mask profile: default, logs, ocr, all (default: default)")
+    rp.add_argument("--normalization", default=None, help="none, basic or default (default: default)")
+    rp.add_argument("--novelty", action="append", metavar="FIELD=VALUE",
+                    help="set any NoveltyConfig field (repeatable), e.g. min_new_shingles=5")
     rp.add_argument("--json", action="store_true", help="one JSON object per line")
     rp.set_defaults(fn=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def novelty_config(args: argparse.Namespace):
+    """The NoveltyConfig of `--normalization` and `--novelty FIELD=VALUE`."""
     from imprint_core.novelty import NORMALIZATIONS
-    from ..realruns.rounds import read_round_log, replay, round_log_files
-    if args.normalization not in NORMALIZATIONS:
-        raise UserInputError(f"unknown normalization {args.normalization!r}", key="--normalization",
-                             expected="one of " + ", ".join(NORMALIZATIONS))
+    from ..realruns.noveltyfields import make_config, parse_assignment
+    overrides = {}
+    for text in args.novelty or []:
+        name, values = parse_assignment(text, key="--novelty")
+        if len(values) != 1:
+            raise UserInputError(f"{text!r} gives {len(values)} values", key="--novelty", expected="FIELD=VALUE")
+        overrides[name] = values[0]
+    if args.normalization is not None:
+        if args.normalization not in NORMALIZATIONS:
+            raise UserInputError(f"unknown normalization {args.normalization!r}", key="--normalization",
+                                 expected="one of " + ", ".join(NORMALIZATIONS))
+        if overrides.get("normalization", args.normalization) != args.normalization:
+            raise UserInputError("--normalization and --novelty normalization= disagree", key="--normalization")
+        overrides["normalization"] = args.normalization
+    return make_config(overrides, key="--novelty")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..realruns.noveltyfields import describe
+    from ..realruns.rounds import replay
+    from ..realruns.sources import load_runs
     if not PATIENCE.min <= args.patience <= PATIENCE.max:
         raise UserInputError(f"{args.patience} is out of bounds", key="--patience", expected=PATIENCE.bounds())
-    files = round_log_files(args.paths)
-    logs = [read_round_log(f) for f in files]  # all validated before any output
-    results = [replay(log, patience=args.patience, normalization=args.normalization) for log in logs]
+    cfg = novelty_config(args)
+    runs, warnings = load_runs(args.paths)   # all read and validated before any output
+    import sys
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not runs:
+        raise UserInputError("no runs found", file=" ".join(args.paths),
+                             expected="round logs, traces or raw trajectories")
+    results = [(rf, replay(rf.log, patience=args.patience, config=cfg)) for rf in runs]
     if args.json:
-        for r in results:
-            print(json.dumps(r.to_dict()))
+        for rf, r in results:
+            print(json.dumps(r.to_dict() | {"file": rf.display, "kind": rf.kind}))
         return EXIT_OK
-    for r in results:
+    for rf, r in results:
         stop = f"stops at round {r.stop_round} ({r.stop_reason})" if r.stop_round else "never stops"
-        print(f"{r.file}: {r.rounds} rounds, {stop}; progress rounds {r.progress_rounds}")
-    stopped = [r.stop_round for r in results if r.stop_round]
+        print(f"{rf.display}: {r.rounds} rounds, {stop}; progress rounds {r.progress_rounds}")
+    stopped = [r.stop_round for _, r in results if r.stop_round]
     print(f"{len(results)} run(s): {len(stopped)} stopped by no_progress (patience {args.patience}, "
-          f"normalization {args.normalization})" + (f" at rounds {sorted(stopped)}" if stopped else ""))
+          f"{describe(cfg)})" + (f" at rounds {sorted(stopped)}" if stopped else ""))
     return EXIT_OK

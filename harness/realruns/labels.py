@@ -196,7 +196,22 @@ def load_labels(paths: Iterable[str | Path]) -> Labels:
     return out
 
 
+def corpus_name(label_file: str | Path) -> str:
+    """The corpus a labels file labels, by its name: `labels-tau-bench.yaml` -> `tau-bench`."""
+    stem = Path(label_file).name
+    for suffix in (".yaml", ".yml"):
+        stem = stem.removesuffix(suffix)
+    return stem.removeprefix("labels-") or stem
+
+
 # ---- judging a stop against a label -------------------------------------------------------------------
+LOOP_SLACK = 1
+"""A labelled loop is caught by a stop from its first round to `LOOP_SLACK`
+rounds after its last: a loop's `end` is the last round read as pure
+repetition, and the round after it often still repeats in part, so a stop
+one round late was still brought on by the loop (and cost one round)."""
+
+
 @dataclass
 class Judgement:
     premature: bool = False          # a useful run stopped before its round
@@ -205,17 +220,25 @@ class Judgement:
     loop_total: int = 0              # rounds inside labelled loops (what no stop at all spends)
     loops: int = 0
     loops_stopped: int = 0           # loops the stop landed inside (or before their end)
+    loops_caught: int = 0            # loops caught: start <= stop <= end + slack (see `judge`)
 
 
-def judge(label: RunLabel, stop_round: int | None, rounds: int | None = None) -> Judgement:
+def judge(label: RunLabel, stop_round: int | None, rounds: int | None = None, slack: int = LOOP_SLACK) -> Judgement:
     """Judge a no-progress stop (None: the rule never stopped the run).
     Rounds past the run's last round cannot be spent, so loops are clipped
-    to the rounds the run has."""
+    to the rounds the run has (a loop wholly past the end is not counted).
+
+    A loop is caught when the stop lands in it: from its first round to
+    `slack` rounds after its last. A later loop of the same run counts as
+    caught too when the stop caught an earlier one (it never ran because the
+    loop before it was stopped); a stop before a loop that caught none is no
+    catch, and neither is no stop or a later one."""
     j = Judgement()
     if label.should_not_stop_before is not None and stop_round is not None \
             and stop_round < label.should_not_stop_before:
         j.premature = True
         j.rounds_lost = label.should_not_stop_before - stop_round
+    caught_earlier = False
     for a, b in label.loops:
         if rounds is not None:
             b = min(b, rounds)
@@ -227,4 +250,39 @@ def judge(label: RunLabel, stop_round: int | None, rounds: int | None = None) ->
         j.loop_rounds += max(0, end - a + 1)
         if stop_round is not None and stop_round <= b:
             j.loops_stopped += 1
+        if stop_round is not None and (a <= stop_round <= b + slack or stop_round < a and caught_earlier):
+            j.loops_caught += 1
+            caught_earlier = True
     return j
+
+
+@dataclass
+class Tally:
+    """Judgements added up over runs: useful runs and their premature stops,
+    labelled loops and the ones caught."""
+    runs: int = 0
+    useful: int = 0
+    premature: int = 0
+    loops: int = 0
+    caught: int = 0
+
+    def add(self, label: RunLabel, j: Judgement) -> None:
+        self.runs += 1
+        self.useful += label.useful
+        self.premature += j.premature
+        self.loops += j.loops
+        self.caught += j.loops_caught
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.loops if self.loops else None
+
+    @property
+    def premature_share(self) -> float | None:
+        return self.premature / self.useful if self.useful else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "useful": self.useful, "premature": self.premature,
+                "premature_share": self.premature_share, "loops": self.loops, "caught": self.caught,
+                "recall": self.recall}
+

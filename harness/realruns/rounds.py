@@ -73,6 +73,11 @@ def read_round_log(path: str | Path) -> RoundLog:
         raise UserInputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=p) from None
     except OSError as exc:
         raise UserInputError(f"cannot read: {exc.strerror}", file=p) from None
+    return parse_round_log(raw, p)
+
+
+def parse_round_log(raw: str, p: str) -> RoundLog:
+    """A round log from its text; `p` names it in errors and becomes its path."""
     lines = raw.splitlines()
     objs: list[tuple[int, dict]] = []
     for no, text in enumerate(lines, start=1):

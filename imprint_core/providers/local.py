@@ -36,33 +36,43 @@ What it promises, and how:
   left unfinished (output limit) becomes a ToolCall with `invalid_arguments`,
   which the executor turns into an error result.
 
+What lives where: this module is the provider (loading, the prefix cache,
+the decode loop, usage); `_local_calls.py` holds the tool-call grammar,
+parsing calls out of reply text and the reply-text watcher;
+`_local_model.py` the tokenizer counter, the attention implementation and
+the prefix-cache record. Their public names are importable from here too.
+
 torch, transformers and llguidance are imported when a provider is built,
 never when `imprint_core` is imported.
 """
 from __future__ import annotations
 
-import copy
 import inspect
 import itertools
 import json
 import os
-import re
 import sys
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 from ..counting import common_prefix_len
 from ..errors import ModelUnavailable, ProviderError
-from .openai_format import openai_message, openai_tool
-from ..types import (Clock, Done, Message, ModelRequest, ProviderEvent, TextDelta, ToolCall, ToolCallEvent,
-                     ToolSpec, Usage, UsageEvent)
+from ..types import (Clock, Done, ModelRequest, ProviderEvent, TextDelta, ToolCallEvent, ToolSpec, Usage,
+                     UsageEvent)
+from ._local_calls import (NUMBER_BOUND, NUMBER_STEP, SAFE_INTEGER, TOOL_CLOSE, TOOL_OPEN, ToolChoice, _ReplyText,
+                           parse_tool_calls, tool_call_grammar)
+from ._local_model import (ATTENTION, TokenizerCounter, _attention_implementation, _Context, _HiddenLog,
+                           message_dict, tool_dict)
+
+__all__ = ["ATTENTION", "DEFAULT_DTYPE", "Dtype", "LocalProvider", "LocalRequestStats", "NUMBER_BOUND",
+           "NUMBER_STEP", "SAFE_INTEGER", "TOOL_CLOSE", "TOOL_OPEN", "TokenizerCounter", "ToolChoice",
+           "message_dict", "parse_tool_calls", "tool_call_grammar", "tool_dict"]
 
 Dtype = Literal["bfloat16", "float32"]
-ToolChoice = Literal["auto", "required", "none"]
 
 # bfloat16 is the default: on the 2-core machines it prefilled 1.7-2.2x as
 # fast as float32 in every run (a shorter uninterruptible stretch before the
@@ -71,306 +81,6 @@ ToolChoice = Literal["auto", "required", "none"]
 # within +-20% of float32 either way across four runs on a shared machine
 # (reports/bench/local.json, section "dtype").
 DEFAULT_DTYPE: Dtype = "bfloat16"
-ATTENTION = "imprint_sdpa"
-
-TOOL_OPEN = "<tool_call>"
-TOOL_CLOSE = "</tool_call>"
-_CALL_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
-_NAME_IN = re.compile(r'"name"\s*:\s*"([^"\\]*)"')
-
-
-def _attention_implementation(torch: Any) -> str:
-    """SDPA, but a single query (decoding) in bfloat16 is computed in float32:
-    the CPU kernel is slow for one bf16 query over a long cache (measured per
-    step at a 1,500-token context: 178 ms, against 105 ms upcast and 95 ms in
-    float32). Prefill keeps bf16, where it is fast. The implementation's
-    masks are SDPA's: without a registered mask function transformers builds
-    none, and a prompt prefilled after a cached prefix would attend as if it
-    started at position 0. Plain "sdpa" where these interfaces are missing."""
-    try:
-        from transformers import AttentionInterface
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-    except ImportError:
-        return "sdpa"
-
-    def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
-        if query.shape[2] == 1 and query.dtype == torch.bfloat16:
-            if attention_mask is not None and attention_mask.is_floating_point():
-                attention_mask = attention_mask.float()
-            out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(),
-                                                  attention_mask, **kwargs)
-            return out.to(query.dtype), weights
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-
-    AttentionInterface.register(ATTENTION, attention)
-    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
-    return ATTENTION
-
-
-# ---- rendering and counting ------------------------------------------------------------------
-def message_dict(m: Message) -> dict[str, Any]:
-    """A Message in the shape the chat template takes (arguments as a dict)."""
-    return openai_message(m, json_arguments=False)
-
-
-tool_dict = openai_tool
-
-
-class TokenizerCounter:
-    """Counts with the model's tokenizer and chat template: the units are the
-    token ids the model processes. Thread-safe (the tokenizer is Rust)."""
-
-    def __init__(self, tokenizer: Any, name: str = "hf-tokenizer"):
-        self.tokenizer = tokenizer
-        self._backend = tokenizer.backend_tokenizer
-        self.name = name
-
-    def render(self, messages: Sequence[Message], tools: Sequence[ToolSpec], *,
-               add_generation_prompt: bool = True) -> str:
-        return self.tokenizer.apply_chat_template(
-            [message_dict(m) for m in messages], tools=[tool_dict(t) for t in tools] or None,
-            add_generation_prompt=add_generation_prompt, tokenize=False)
-
-    def encode(self, text: str) -> list[int]:
-        return self._backend.encode(text, add_special_tokens=False).ids
-
-    def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[int, ...]:
-        return tuple(self.encode(self.render(messages, tools)))
-
-    def output_units(self, reply: Message) -> tuple[int, ...]:
-        """The reply's ids as they appear in the next prompt, up to and
-        including its end-of-turn token (the newline after it is the
-        template's). Used only when a reply's generated ids are unknown."""
-        probe = [Message("user", "?")]
-        head = self.render(probe, [], add_generation_prompt=True)
-        full = self.render(probe + [reply], [], add_generation_prompt=False)
-        if not full.startswith(head):  # cannot happen with our template; count the whole tail
-            head = head[:common_prefix_len(head, full)]  # type: ignore[arg-type]
-        tail = full[len(head):]
-        if tail.endswith("\n"):
-            tail = tail[:-1]
-        return tuple(self.encode(tail))
-
-    def to_tokens(self, units: int) -> int:
-        return units
-
-
-# ---- tool-call grammar ---------------------------------------------------------------------
-SAFE_INTEGER = 2 ** 53 - 1  # the interoperable JSON integer range
-NUMBER_BOUND = 1e15
-NUMBER_STEP = 1e-6
-
-
-def _strict(schema: Any) -> Any:
-    """Narrow a tool's schema for generation; whatever the narrowed schema
-    accepts, the tool's own schema accepts too. Objects without
-    `additionalProperties` get `false` (the model may write only the
-    properties the schema names). Numbers without bounds get some: integers
-    the interoperable range, other numbers +-1e15 and at most six decimals;
-    unbounded, the model was seen writing digits ("10.2222222...") until its
-    output allowance ran out."""
-    if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        if ("properties" in out or out.get("type") == "object") and "additionalProperties" not in out \
-                and "patternProperties" not in out:
-            out["additionalProperties"] = False
-        if out.get("type") in ("integer", "number"):
-            bound = SAFE_INTEGER if out["type"] == "integer" else NUMBER_BOUND
-            if "maximum" not in out and "exclusiveMaximum" not in out:
-                out["maximum"] = bound
-            if "minimum" not in out and "exclusiveMinimum" not in out:
-                out["minimum"] = -bound
-            if out["type"] == "number" and "multipleOf" not in out:
-                out["multipleOf"] = NUMBER_STEP
-        return out
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
-
-
-def tool_call_grammar(tools: Sequence[ToolSpec], *, choice: ToolChoice = "auto", max_calls: int = 1) -> str:
-    """A llguidance Lark grammar for one reply.
-
-    auto: plain text that never contains `<tool_call>`, or text followed by
-    1..max_calls call blocks; required: call blocks only. Each block is
-    `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, spaced
-    exactly as the chat template renders calls, so a generated call reappears
-    token for token in the next prompt."""
-    variants = [{"type": "object",
-                 "properties": {"name": {"const": t.name}, "arguments": _strict(copy.deepcopy(t.parameters))},
-                 "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
-    schema = {"x-guidance": {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False,
-                             "lenient": True},
-              "anyOf": variants}
-    more = f' ("\\n{TOOL_OPEN}" body){{0,{max_calls - 1}}}' if max_calls > 1 else ""
-    start = f'"{TOOL_OPEN}" body{more}' if choice == "required" else f"PLAIN | head body{more}"
-    lines = ["%llguidance {}",
-             f"start: {start}",
-             f'body: "\\n" call "\\n{TOOL_CLOSE}"',
-             f"call: %json {json.dumps(schema)}"]
-    if choice != "required":
-        # PLAIN never contains the trigger, so a call cannot escape the
-        # grammar by passing for text; `head` ends at the first trigger.
-        lines += [f'head[lazy]: TEXT "{TOOL_OPEN}"',
-                  r"TEXT: /(.|\n)*/",
-                  rf"PLAIN: /(?s:.*)/ & ~/(?s:.*){re.escape(TOOL_OPEN)}(?s:.*)/"]
-    return "\n".join(lines)
-
-
-def parse_tool_calls(raw: str, new_id: Callable[[], str]) -> list[ToolCall]:
-    """The calls in a reply's raw text. Never raises: a block that is not a
-    complete, well-formed call becomes a ToolCall with `invalid_arguments`."""
-    start = raw.find(TOOL_OPEN)
-    if start < 0:
-        return []
-    calls: list[ToolCall] = []
-    rest = raw[start:]
-    pos = 0
-    for match in _CALL_BLOCK.finditer(rest):
-        if rest[pos:match.start()].strip():
-            break
-        calls.append(_one_call(match.group(1), new_id(), complete=True))
-        pos = match.end()
-    tail = rest[pos:].strip()
-    if tail:  # an unfinished block (output limit, or stopped): report it, never drop it
-        body = tail[len(TOOL_OPEN):].strip() if tail.startswith(TOOL_OPEN) else tail
-        # Cut inside the closing tag only: the call itself is complete.
-        for k in range(len(TOOL_CLOSE), 0, -1):
-            if body.endswith(TOOL_CLOSE[:k]):
-                body = body[:-k].rstrip("\n")
-                break
-        calls.append(_one_call(body, new_id(), complete=_is_json(body)))
-    return calls
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _one_call(body: str, call_id: str, *, complete: bool) -> ToolCall:
-    try:
-        obj = json.loads(body) if complete else None
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("name"), str) and isinstance(obj.get("arguments"), dict) \
-            and set(obj) <= {"name", "arguments"}:
-        return ToolCall(call_id, obj["name"], obj["arguments"])
-    name = obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else None
-    if name is None:
-        found = _NAME_IN.search(body)
-        name = found.group(1) if found else ""
-    why = "" if complete else " (the call was cut off before it was complete)"
-    return ToolCall(call_id, name, {}, invalid_arguments=body + why)
-
-
-# ---- the reply's visible text --------------------------------------------------------------
-class _ReplyText:
-    """Incremental detokenization. With tools offered, text that may be the
-    start of a call (`<tool_call>`, or the newline before it) is held back
-    until it is known not to be; call markup never reaches the reply text."""
-
-    def __init__(self, tokenizer: Any, stop_ids: set[int], watch_calls: bool):
-        self._tok, self._stop, self._watch = tokenizer, stop_ids, watch_calls
-        self.ids: list[int] = []
-        self.raw = ""
-        self._prefix, self._read = 0, 0
-        self._emitted = 0
-        self.in_call = False
-
-    def push(self, token: int) -> str:
-        if token in self._stop:
-            return ""
-        self.ids.append(token)
-        before = self._tok.decode(self.ids[self._prefix:self._read])
-        after = self._tok.decode(self.ids[self._prefix:])
-        if len(after) > len(before) and not after.endswith("\ufffd"):
-            self.raw += after[len(before):]
-            self._prefix, self._read = self._read, len(self.ids)
-        return self._release(final=False)
-
-    def finish(self) -> str:
-        tail = self._tok.decode(self.ids[self._prefix:])
-        done = self._tok.decode(self.ids[self._prefix:self._read])
-        if len(tail) > len(done):
-            self.raw += tail[len(done):]
-            self._prefix = self._read = len(self.ids)
-        return self._release(final=True)
-
-    @property
-    def content(self) -> str:
-        if not self._watch:
-            return self.raw
-        i = self.raw.find(TOOL_OPEN)
-        if i < 0:
-            return self.raw
-        text = self.raw[:i]
-        return text[:-1] if text.endswith("\n") else text
-
-    def _release(self, final: bool) -> str:
-        if self._watch:
-            i = self.raw.find(TOOL_OPEN)
-            if i >= 0:
-                self.in_call = True
-                safe = len(self.content)
-            elif final:
-                safe = len(self.raw)
-            else:
-                hold = 0
-                for trigger in ("\n" + TOOL_OPEN, TOOL_OPEN):
-                    for k in range(min(len(trigger), len(self.raw)), 0, -1):
-                        if self.raw.endswith(trigger[:k]):
-                            hold = max(hold, k)
-                            break
-                safe = len(self.raw) - hold
-        else:
-            safe = len(self.raw)
-        if safe <= self._emitted:
-            return ""
-        out = self.raw[self._emitted:safe]
-        self._emitted = safe
-        return out
-
-
-# ---- the per-context prefix cache ------------------------------------------------------------
-class _HiddenLog:
-    """Final hidden states of cached positions, in chunks (appending one row
-    per decoded token must not copy the whole log)."""
-
-    def __init__(self):
-        self.chunks: list[Any] = []
-        self.length = 0
-
-    def append(self, rows: Any) -> None:
-        self.chunks.append(rows)
-        self.length += rows.shape[0]
-
-    def truncate(self, n: int) -> None:
-        while self.chunks and self.length - self.chunks[-1].shape[0] >= n:
-            self.length -= self.chunks.pop().shape[0]
-        if self.length > n:
-            keep = self.chunks[-1].shape[0] - (self.length - n)
-            self.chunks[-1] = self.chunks[-1][:keep]
-            self.length = n
-
-    def row(self, i: int) -> Any:
-        for chunk in self.chunks:
-            if i < chunk.shape[0]:
-                return chunk[i:i + 1]
-            i -= chunk.shape[0]
-        raise IndexError("hidden-state row out of range")
-
-
-@dataclass
-class _Context:
-    cache: Any = None                  # a transformers DynamicCache
-    ids: list[int] = field(default_factory=list)   # prompt + generated ids of the last request
-    kv_len: int = 0                    # how many of `ids` have KV entries (len(ids) or len(ids) - 1)
-    hidden: _HiddenLog = field(default_factory=_HiddenLog)
 
 
 @dataclass

@@ -1,0 +1,81 @@
+"""`imprint tune`'s full default sweep over the three labelled corpora: wall
+time on 1 process against all cores (a script, not a test), in one run.
+
+The corpora are loaded once (that part is the same either way and is
+reported apart); each sweep's CPU time (this process and its workers) and
+the load average when it started are recorded beside its wall time, since
+on a shared machine the cores may be busy with other work. Each sweep starts with an empty in-memory cache and no disk
+cache, so both compute every (run, novelty config) pair. The two results
+must agree setting by setting.
+
+    python benchmarks/bench_tune.py [--jobs N] [--out reports/bench/tune.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness.analysis.sweep import Corpus, ProgressCache, clear_memory_cache, load_corpora  # noqa: E402
+from harness.analysis.tune import tune  # noqa: E402
+from harness.cli.tune import DEFAULT_CORPORA  # noqa: E402
+from harness.realruns.noveltyfields import default_grid, expand  # noqa: E402
+from harness.realruns.rounds import PATIENCE  # noqa: E402
+from imprint_core.settings import atomic_write_text  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="the parallel run's processes (all cores)")
+    ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "tune.json"))
+    args = ap.parse_args()
+    corpora = [Corpus([str((ROOT / d).resolve())], str(ROOT / lab)) for d, lab in DEFAULT_CORPORA
+               if (ROOT / d).exists()]
+    if not corpora:
+        print("no corpora beside the repository (../shared/data)", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    runs, _ = load_corpora(corpora)
+    load_s = time.perf_counter() - t0
+    grid, _ = default_grid()
+    configs = expand(grid)
+    patiences = list(range(PATIENCE.min, PATIENCE.max + 1))
+    timings, cpu, load, results = {}, {}, {}, {}
+    for jobs in (1, args.jobs):
+        clear_memory_cache()
+        load[jobs] = round(os.getloadavg()[0], 2)
+        c0, t = os.times(), time.perf_counter()
+        tuned = tune(runs, configs, patiences, grid=grid, jobs=jobs, cache=ProgressCache(None))
+        timings[jobs], c1 = time.perf_counter() - t, os.times()
+        cpu[jobs] = round(c1.user + c1.system + c1.children_user + c1.children_system
+                          - (c0.user + c0.system + c0.children_user + c0.children_system), 2)
+        results[jobs] = (tuned.scores.stops.tolist(), tuned.best)
+        print(f"{jobs} process(es): {timings[jobs]:.1f} s wall, {cpu[jobs]:.1f} s CPU "
+              f"({tuned.stats.computed} pairs computed; load average {load[jobs]})", flush=True)
+    one, many = timings[1], timings[args.jobs]
+    report = {
+        "machine": {"python": platform.python_version(), "processor": platform.machine(), "cores": os.cpu_count()},
+        "corpora": [c.name for c in corpora], "labelled_runs": len(runs),
+        "rounds": sum(r.rounds for r in runs), "novelty_configs": len(configs), "patience_values": len(patiences),
+        "settings": len(configs) * len(patiences), "load_s": round(load_s, 2),
+        "one_process_s": round(one, 2), "all_cores_jobs": args.jobs, "all_cores_s": round(many, 2),
+        "speedup": round(one / many, 2), "identical": results[1] == results[args.jobs],
+        "cpu_s": {"one_process": cpu[1], "all_cores": cpu[args.jobs]},
+        "load_average_at_start": {"one_process": load[1], "all_cores": load[args.jobs]},
+        "note": "wall times on a shared machine: a load average above its cores means other work took them",
+    }
+    atomic_write_text(Path(args.out), json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0 if report["identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

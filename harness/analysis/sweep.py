@@ -1,0 +1,391 @@
+"""The tuner's expensive part: per-round novelty of labelled runs, once per
+novelty config, cached, fanned out over processes or a Dask cluster.
+
+A run's stop at any patience follows from one list per reply: each round's
+kind and whether it made progress (`realruns.rounds.round_progress`). That
+list depends on the novelty config (every `NoveltyConfig` field) and on the
+run, never on patience, so it is computed once per (run, config) and kept:
+
+- in memory, per process (`MEMORY`), so a second sweep in the same process
+  with other patience values or rules costs nothing;
+- on disk, optionally, under the user cache dir (`default_cache_dir()`), one
+  small file per (run content, config, code version): the run's key is a
+  hash of what the novelty rule reads (each call's kind, status, result and
+  segments, and where replies start), the code version a hash of the
+  novelty and round-classification sources, so an edit there or in the
+  importers' output is a miss, never a stale hit.
+
+What is missing is computed by `compute_progress`: inline (`jobs=1`), on a
+local process pool (`jobs=N`, the default all cores), or on a Dask
+distributed cluster (`scheduler=ADDRESS`). Work is cut into (config, chunk of
+runs) items, chunks balanced by text size; the result does not depend on
+how it was cut or where it ran. Every patience value then replays the
+cheap counter: `stop_rounds` finds the stop of every patience in one pass.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from imprint_core.errors import UserInputError
+from imprint_core.novelty import NoveltyConfig
+
+from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
+from ..realruns.noveltyfields import config_key
+from ..realruns.rounds import Round, RoundCall, RoundLog, replies, round_progress
+from ..realruns.sources import RunFile, load_runs
+
+Progress = list[list[tuple[str, bool]]]
+"""Per reply, per round: (kind, made progress)."""
+
+CACHE_FORMAT = 1
+MEMORY: dict[tuple[str, str], Progress] = {}
+"""This process's computed progress, by (run digest, config key)."""
+
+
+def clear_memory_cache() -> None:
+    MEMORY.clear()
+
+
+def default_cache_dir() -> Path:
+    """`$IMPRINT_CACHE_DIR/tune` or the user cache dir's `imprint/tune`."""
+    env = os.environ.get("IMPRINT_CACHE_DIR")
+    if env:
+        return Path(env) / "tune"
+    from platformdirs import user_cache_dir
+    return Path(user_cache_dir("imprint")) / "tune"
+
+
+# ---- corpora and their labelled runs ------------------------------------------------------------------
+@dataclass
+class Corpus:
+    """Run files (traces, round logs, raw trajectories) and the labels file that judges them."""
+    paths: list[str]
+    labels: str
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or corpus_name(self.labels)
+
+
+@dataclass
+class TuneRun:
+    corpus: str
+    name: str                 # the label's key
+    path: str
+    origin: str               # the file it was read from (with #run for a file of many)
+    task: str                 # the split unit: SWE-bench instance, tau-bench task, Who&When question
+    rounds: int
+    label: RunLabel
+    numbers: list[list[int]]  # round numbers per reply
+    replies: list[RoundLog] = field(repr=False)
+    digest: str = ""
+
+
+def task_of(rf: RunFile) -> str:
+    """A run's task: the header's `task_id` (tau-bench: runs of one task are its
+    trials), else its `instance_id` (mini-swe-agent: the SWE-bench instance;
+    Who&When: the question, shared by a Hand-Crafted and an
+    Algorithm-Generated file), else the run's name."""
+    for key in ("task_id", "instance_id"):
+        v = rf.log.labels.get(key)
+        if v is not None and not isinstance(v, bool) and str(v).strip():
+            return str(v)
+    return rf.name
+
+
+def _slim(log: RoundLog) -> RoundLog:
+    """Only what the novelty rule reads: kind, status, result, segments."""
+    return RoundLog("", "", {}, [Round(r.number, [RoundCall("", {}, c.kind, c.status, c.result, c.segments)
+                                                  for c in r.calls]) for r in log.rounds])
+
+
+def digest_of(reps: Sequence[RoundLog]) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    for rep in reps:
+        h.update(b"\x1ereply")
+        for r in rep.rounds:
+            h.update(b"\x1fround")
+            for c in r.calls:
+                h.update(json.dumps([c.kind, c.status, c.result, c.segments], ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def load_corpus(corpus: Corpus, user_turns: str = "reset") -> tuple[list[TuneRun], list[str]]:
+    """The labelled runs of a corpus (unlabelled runs cannot be judged and are
+    not replayed), and warnings: files skipped, labels that match no run,
+    runs that match a label another run already took."""
+    labels: Labels = load_labels([corpus.labels])
+    files, warnings = load_runs(corpus.paths)
+    taken: dict[str, str] = {}
+    out: list[TuneRun] = []
+    for rf in files:
+        label = labels.for_run(rf.name, None, rf.log.path)
+        if label is None:
+            continue
+        if label.name in taken:
+            warnings.append(f"{rf.display}: label {label.name!r} already matched {taken[label.name]}; skipped")
+            continue
+        taken[label.name] = rf.display
+        reps = [_slim(r) for r in replies(rf.log, user_turns)]
+        out.append(TuneRun(corpus.name, label.name, rf.log.path, rf.display, task_of(rf), len(rf.log.rounds), label,
+                           [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps)))
+    unmatched = [n for n in labels.runs if n not in taken]
+    if unmatched:
+        warnings.append(f"{corpus.name}: {len(unmatched)} label(s) match no run: {', '.join(unmatched[:8])}"
+                        f"{'…' if len(unmatched) > 8 else ''}")
+    if not out:
+        raise UserInputError(f"corpus {corpus.name}: no run is labelled", file=corpus.labels, key="runs",
+                             expected="labels whose names match the runs' scenario names, file stems or path tails "
+                                      f"under {' '.join(corpus.paths)}")
+    return out, warnings
+
+
+def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset") -> tuple[list[TuneRun], list[str]]:
+    names = [c.name for c in corpora]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise UserInputError(f"two corpora are both named {dup!r} (after their labels files)", key="--labels",
+                             expected="one labels file per corpus, with distinct names")
+    runs: list[TuneRun] = []
+    warnings: list[str] = []
+    for c in corpora:
+        r, w = load_corpus(c, user_turns)
+        runs += r
+        warnings += w
+    return runs, warnings
+
+
+# ---- the cache ----------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of the sources that decide a round's progress."""
+    import imprint_core.novelty as novelty
+    import imprint_core.rounds as core_rounds
+    from ..realruns import rounds as realrounds
+    files: list[Path] = []
+    for mod in (novelty, core_rounds, realrounds):
+        f = Path(mod.__file__)
+        files += sorted(f.parent.rglob("*.py")) if f.name == "__init__.py" else [f]
+    h = hashlib.blake2b(digest_size=12)
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _encode(progress: Progress) -> list[str]:
+    return ["".join(k[0].upper() if made else k[0] for k, made in rep) for rep in progress]
+
+
+_KINDS = {"r": "read", "w": "write", "a": "ask", "e": "error"}
+
+
+def _decode(text: list[str]) -> Progress:
+    return [[(_KINDS[ch.lower()], ch.isupper()) for ch in rep] for rep in text]
+
+
+class ProgressCache:
+    """Progress by (run digest, config): this process's memory, then the disk (optional)."""
+
+    def __init__(self, disk: Path | None = None):
+        self.disk = disk
+        self.hits_memory = self.hits_disk = self.stored = 0
+
+    def _file(self, digest: str, key: str) -> Path:
+        assert self.disk is not None
+        name = hashlib.blake2b(f"{CACHE_FORMAT}\0{code_version()}\0{digest}\0{key}".encode(),
+                               digest_size=16).hexdigest()
+        return self.disk / name[:2] / f"{name}.json"
+
+    def get(self, digest: str, key: str) -> Progress | None:
+        hit = MEMORY.get((digest, key))
+        if hit is not None:
+            self.hits_memory += 1
+            return hit
+        if self.disk is None:
+            return None
+        try:
+            data = json.loads(self._file(digest, key).read_text(encoding="utf-8"))
+            progress = _decode(data["progress"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        MEMORY[(digest, key)] = progress
+        self.hits_disk += 1
+        return progress
+
+    def put(self, digest: str, key: str, progress: Progress) -> None:
+        MEMORY[(digest, key)] = progress
+        self.stored += 1
+        if self.disk is None:
+            return
+        f = self._file(digest, key)
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"format": CACHE_FORMAT, "config": json.loads(key), "digest": digest,
+                                       "progress": _encode(progress)}), encoding="utf-8")
+            os.replace(tmp, f)
+        except OSError:
+            pass   # a cache that cannot be written is only slower
+
+
+# ---- computing what is missing ---------------------------------------------------------------------------
+def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
+    """The expensive call: every reply of a run through a fresh tracker."""
+    return [round_progress(rep, config) for rep in reps]
+
+
+def _compute_chunk(config: NoveltyConfig, runs: Sequence[Sequence[RoundLog]]) -> list[list[str]]:
+    return [_encode(progress_of(reps, config)) for reps in runs]
+
+
+_WORKER_RUNS: list[list[RoundLog]] = []
+
+
+def _init_worker(runs: list[list[RoundLog]]) -> None:
+    global _WORKER_RUNS
+    _WORKER_RUNS = runs
+
+
+def _pool_item(item: tuple[NoveltyConfig, list[int]]) -> list[list[str]]:
+    config, idx = item
+    return _compute_chunk(config, [_WORKER_RUNS[i] for i in idx])
+
+
+def _weight(reps: Sequence[RoundLog]) -> int:
+    return sum(len(c.result) + 200 for rep in reps for r in rep.rounds for c in r.calls) + 1
+
+
+def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int) -> list[tuple[int, list[int]]]:
+    """(config index, run indexes) work items: per config, its missing runs in
+    enough chunks to keep `jobs` workers busy, balanced by weight (largest
+    first onto the lightest chunk)."""
+    per_config = max(1, -(-jobs * 3 // max(1, len(missing)))) if jobs > 1 else 1
+    items: list[tuple[int, list[int]]] = []
+    for ci, idx in missing.items():
+        n = min(per_config, len(idx))
+        bins: list[list[int]] = [[] for _ in range(n)]
+        load = [0] * n
+        for ri in sorted(idx, key=lambda i: (-weights[i], i)):
+            b = min(range(n), key=lambda k: (load[k], k))
+            bins[b].append(ri)
+            load[b] += weights[ri]
+        items += [(ci, sorted(b)) for b in bins if b]
+    return sorted(items, key=lambda it: -sum(weights[i] for i in it[1]))
+
+
+Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[tuple[int, list[int]]]], list[list[list[str]]]]
+
+
+def run_inline(configs, runs, items):
+    return [_compute_chunk(configs[ci], [runs[i] for i in idx]) for ci, idx in items]
+
+
+def run_pool(jobs: int) -> Runner:
+    def run(configs, runs, items):
+        if jobs <= 1 or len(items) <= 1:
+            return run_inline(configs, runs, items)
+        with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
+                                 initargs=(runs,)) as pool:
+            return list(pool.map(_pool_item, [(configs[ci], idx) for ci, idx in items]))
+    return run
+
+
+def run_dask(scheduler: Any) -> Runner:
+    """On a Dask distributed cluster: `scheduler` is its address (or a
+    `distributed.Client`). Every run is scattered to the cluster once; the
+    workers need this package importable."""
+    def run(configs, runs, items):
+        from distributed import Client
+        client = scheduler if isinstance(scheduler, Client) else Client(scheduler, set_as_default=False)
+        try:
+            needed = sorted({i for _, idx in items for i in idx})
+            futures = dict(zip(needed, client.scatter([runs[i] for i in needed])))
+            jobs = [client.submit(_compute_chunk, configs[ci], [futures[i] for i in idx], pure=False)
+                    for ci, idx in items]
+            return client.gather(jobs)
+        finally:
+            if client is not scheduler:
+                client.close()
+    return run
+
+
+def runner_for(jobs: int | None = None, scheduler: Any = None) -> tuple[Runner, str]:
+    if scheduler is not None:
+        return run_dask(scheduler), f"Dask cluster {scheduler if isinstance(scheduler, str) else 'client'}"
+    jobs = jobs or os.cpu_count() or 1
+    return run_pool(jobs), ("1 process" if jobs == 1 else f"{jobs} local processes")
+
+
+@dataclass
+class ComputeStats:
+    pairs: int = 0          # (run, config) pairs needed (runs of equal content count once below)
+    memory: int = 0         # found in this process's memory
+    disk: int = 0           # found on disk
+    computed: int = 0       # computed now
+    items: int = 0          # work items sent
+    where: str = ""
+
+
+def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], *, jobs: int | None = None,
+                     scheduler: Any = None, cache: ProgressCache | None = None) -> tuple[dict[tuple[int, int], Progress],
+                                                                                       ComputeStats]:
+    """Progress of every (config, run): from the cache where it is, computed
+    (once, wherever `jobs`/`scheduler` say) where it is not."""
+    cache = cache or ProgressCache()
+    keys = [config_key(c) for c in configs]
+    out: dict[tuple[int, int], Progress] = {}
+    missing: dict[int, list[int]] = {}
+    stats = ComputeStats(pairs=len(configs) * len(runs))
+    before_mem, before_disk = cache.hits_memory, cache.hits_disk
+    first = {}            # runs of equal content are computed once: the first stands for the others
+    for ri, run in enumerate(runs):
+        first.setdefault(run.digest, ri)
+    for ci, key in enumerate(keys):
+        for ri, run in enumerate(runs):
+            hit = cache.get(run.digest, key) if first[run.digest] == ri else None
+            if hit is not None:
+                out[(ci, ri)] = hit
+            elif first[run.digest] == ri:
+                missing.setdefault(ci, []).append(ri)
+    stats.memory, stats.disk = cache.hits_memory - before_mem, cache.hits_disk - before_disk
+    runner, stats.where = runner_for(jobs, scheduler)
+    if missing:
+        items = plan(missing, [_weight(r.replies) for r in runs], jobs or os.cpu_count() or 1)
+        stats.items = len(items)
+        results = runner(list(configs), [r.replies for r in runs], items)
+        for (ci, idx), encoded in zip(items, results):
+            for ri, enc in zip(idx, encoded):
+                progress = _decode(enc)
+                cache.put(runs[ri].digest, keys[ci], progress)
+                out[(ci, ri)] = progress
+                stats.computed += 1
+    for ci in range(len(configs)):
+        for ri, run in enumerate(runs):
+            out.setdefault((ci, ri), out[(ci, first[run.digest])])
+    return out, stats
+
+
+# ---- patience ----------------------------------------------------------------------------------------------
+def stop_rounds(progress: Progress, numbers: Sequence[Sequence[int]], patiences: Iterable[int]) -> dict[int, int | None]:
+    """The round at which the rule stops the run, for every patience, in one
+    pass: the counter of consecutive read rounds without progress restarts
+    with each reply and rises one at a time, so patience p stops at the
+    first round where it reaches p (None: never). Write rounds neither count
+    nor reset (`imprint_core.novelty.PatienceRule`)."""
+    first: dict[int, int] = {}
+    for rep, nums in zip(progress, numbers):
+        counter = 0
+        for (kind, made), number in zip(rep, nums):
+            if kind == "write":
+                continue
+            counter = 0 if made else counter + 1
+            if counter and counter not in first:
+                first[counter] = number
+    return {p: first.get(p) for p in patiences}

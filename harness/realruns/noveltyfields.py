@@ -1,0 +1,245 @@
+"""NoveltyConfig's fields by name: parse values, build configs, key them.
+
+The tuner, `imprint replay --novelty` and the gate treat `NoveltyConfig`
+generically: every dataclass field is a knob named as the field is, its
+value parsed by the field's type, and a config is built with
+`dataclasses.replace` from the shipped defaults, so that a field added to
+`imprint_core.novelty` is a knob here without any change.
+
+Values on the command line: `true`/`false` for a bool, numbers, text, `none`
+for an optional field, a tuple as its items joined by `+` (`a+b`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import types
+import typing
+from functools import lru_cache
+from typing import Any, Iterable, Sequence
+
+from imprint_core.errors import UserInputError
+from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
+
+SHIPPED = NoveltyConfig()
+"""The shipped novelty config: the tuner's ties lean to it."""
+
+DEFAULT_VALUES: dict[str, tuple[Any, ...]] = {
+    "normalization": tuple(NORMALIZATIONS),
+    "min_new_shingles": (1, 3, 10),
+    "containment_threshold": (0.5, 0.8, 0.95),
+}
+"""The default grid's values for the fields it was written for. A field may
+also name its own values in its dataclass metadata (`grid` or `choices`);
+any other bool field is swept both ways, and any other field is held at its
+default (the report lists it), until `--grid` names values for it."""
+
+GRID_METADATA_KEYS = ("grid", "choices")
+NOT_SWEPT_BY_DEFAULT = ("shingle_capacity", "paragraph_capacity")
+"""Memory bounds, not judgement: never in the default grid."""
+
+
+@lru_cache(maxsize=1)
+def _fields() -> tuple[tuple[str, Any], ...]:
+    hints = typing.get_type_hints(NoveltyConfig)
+    return tuple((f.name, hints.get(f.name, Any)) for f in dataclasses.fields(NoveltyConfig) if f.init)
+
+
+def fields() -> dict[str, Any]:
+    """Field name -> its resolved type, in declaration order."""
+    return dict(_fields())
+
+
+def _names() -> str:
+    return ", ".join(fields())
+
+
+def _parse_as(text: str, typ: Any) -> Any:
+    origin = typing.get_origin(typ)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(typ)
+        if type(None) in args and text.strip().lower() in ("none", "null", ""):
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _parse_as(text, a)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError("; ".join(errors) or f"{text!r} is not valid")
+    if origin is typing.Literal:
+        for choice in typing.get_args(typ):
+            if str(choice) == text:
+                return choice
+        raise ValueError(f"{text!r} is not one of {', '.join(map(str, typing.get_args(typ)))}")
+    if origin in (tuple, list, frozenset, set):
+        args = [a for a in typing.get_args(typ) if a is not Ellipsis] or [str]
+        items = [_parse_as(t, args[0]) for t in text.split("+")] if text else []
+        return origin(items)
+    if typ is bool:
+        low = text.strip().lower()
+        if low in ("true", "yes", "on", "1"):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
+        raise ValueError(f"{text!r} is not true or false")
+    if typ is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+    if typ is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number") from None
+    if typ is str:
+        return text
+    if isinstance(typ, type) and issubclass(typ, enum.Enum):
+        for m in typ:
+            if text in (m.name, str(m.value)):
+                return m
+        raise ValueError(f"{text!r} is not one of {', '.join(m.name for m in typ)}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_value(field: str, text: str, key: str = "--grid") -> Any:
+    """One value of a field, parsed by the field's type."""
+    known = fields()
+    if field not in known:
+        raise UserInputError(f"NoveltyConfig has no field {field!r}", key=key, expected=f"one of {_names()}")
+    try:
+        value = _parse_as(text.strip(), known[field])
+    except ValueError as exc:
+        raise UserInputError(f"{field}: {exc}", key=key, expected=f"a value of type {_type_name(known[field])}") \
+            from None
+    make_config({field: value}, key=key)   # NoveltyConfig's own checks (bounds, choices)
+    return value
+
+
+def _type_name(typ: Any) -> str:
+    return getattr(typ, "__name__", None) or str(typ).replace("typing.", "")
+
+
+def parse_assignment(text: str, key: str = "--grid") -> tuple[str, list[Any]]:
+    """`field=v1,v2,...` -> (field, values), each value checked."""
+    if "=" not in text:
+        raise UserInputError(f"{text!r} is not FIELD=VALUES", key=key,
+                             expected=f"e.g. min_new_shingles=1,3,10; fields: {_names()}")
+    name, _, values = text.partition("=")
+    name = name.strip()
+    parts = [v for v in values.split(",")]
+    if not values.strip() or any(not p.strip() and fields().get(name) is not str for p in parts):
+        raise UserInputError(f"{text!r} has an empty value", key=key, expected="FIELD=V1,V2,...")
+    out: list[Any] = []
+    for p in parts:
+        v = parse_value(name, p, key)
+        if v not in out:
+            out.append(v)
+    return name, out
+
+
+def make_config(overrides: dict[str, Any], key: str = "novelty", base: NoveltyConfig | None = None) -> NoveltyConfig:
+    """The shipped config (or `base`) with `overrides`; NoveltyConfig's own
+    validation errors become UserInputError naming `key`."""
+    unknown = [k for k in overrides if k not in fields()]
+    if unknown:
+        raise UserInputError(f"NoveltyConfig has no field {unknown[0]!r}", key=f"{key}", expected=f"one of {_names()}")
+    try:
+        return dataclasses.replace(base or NoveltyConfig(), **overrides)
+    except (ValueError, TypeError) as exc:
+        shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+        raise UserInputError(f"{shown}: {exc}", key=key) from None
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, enum.Enum):
+        return v.name
+    if isinstance(v, (tuple, list, frozenset, set)):
+        items = [_jsonable(x) for x in v]
+        return sorted(items, key=repr) if isinstance(v, (set, frozenset)) else items
+    return v
+
+
+def as_dict(cfg: NoveltyConfig) -> dict[str, Any]:
+    """Every field's value, JSON-ready, in declaration order."""
+    return {name: _jsonable(getattr(cfg, name)) for name, _ in _fields()}
+
+
+def config_key(cfg: NoveltyConfig) -> str:
+    """A canonical text of every field: equal configs, equal keys."""
+    return json.dumps(as_dict(cfg), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def changed(cfg: NoveltyConfig, base: NoveltyConfig = SHIPPED) -> dict[str, Any]:
+    """The fields where `cfg` differs from `base`."""
+    return {k: v for k, v in as_dict(cfg).items() if v != as_dict(base)[k]}
+
+
+def describe(cfg: NoveltyConfig, names: Sequence[str] | None = None) -> str:
+    """`normalization=default, min_new_shingles=3` for `names` (default: the changed fields, or `shipped`)."""
+    d = as_dict(cfg)
+    shown = list(names) if names is not None else list(changed(cfg))
+    if not shown:
+        return "shipped novelty config"
+    return ", ".join(f"{k}={_show(d[k])}" for k in shown)
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, list):
+        return "+".join(map(str, v))
+    return str(v)
+
+
+def default_grid() -> tuple[dict[str, list[Any]], list[str]]:
+    """(field -> values to sweep, fields held at their default). Values come
+    from `DEFAULT_VALUES`, else the field's `grid`/`choices` metadata, else
+    both ways for a bool; the shipped value is always among them."""
+    grid: dict[str, list[Any]] = {}
+    held: list[str] = []
+    meta = {f.name: f.metadata for f in dataclasses.fields(NoveltyConfig)}
+    for name, typ in fields().items():
+        default = getattr(SHIPPED, name)
+        values: Iterable[Any] | None = DEFAULT_VALUES.get(name)
+        if values is None:
+            values = next((meta[name][k] for k in GRID_METADATA_KEYS if k in meta.get(name, {})), None)
+        if values is None and typ is bool and name not in NOT_SWEPT_BY_DEFAULT:
+            values = (default, not default)
+        if values is None or name in NOT_SWEPT_BY_DEFAULT:
+            held.append(name)
+            continue
+        vals = list(dict.fromkeys(values))
+        if default not in vals:
+            vals.insert(0, default)
+        vals = [v for v in vals if _valid(name, v)]
+        if len(vals) > 1:
+            grid[name] = vals
+        else:
+            held.append(name)
+    return grid, held
+
+
+def _valid(name: str, value: Any) -> bool:
+    try:
+        make_config({name: value})
+        return True
+    except UserInputError:
+        return False
+
+
+def expand(grid: dict[str, list[Any]]) -> list[NoveltyConfig]:
+    """Every combination of the grid's values (the first field varies slowest),
+    the other fields at their shipped values; duplicates dropped."""
+    configs: list[NoveltyConfig] = [NoveltyConfig()]
+    for name, values in grid.items():
+        configs = [make_config({name: v}, key=f"--grid {name}", base=c) for c in configs for v in values]
+    out: dict[str, NoveltyConfig] = {}
+    for c in configs:
+        out.setdefault(config_key(c), c)
+    return list(out.values())

@@ -1,0 +1,180 @@
+"""Every kind of run file the replaying commands read, as round logs in memory.
+
+`imprint replay`, `imprint tune` and `imprint check` (through the analysis
+loader) take three kinds of file, files or folders of them alike:
+
+- `trace`: one of our traces (`imprint-trace/1`), turned into a round log
+  as `imprint export-rounds` would;
+- `roundlog`: an `imprint-rounds/1` log;
+- `raw`: another agent's trajectory in any format `imprint import` reads,
+  converted on the fly (nothing is written).
+
+What a file is comes from its first line where its name ends in `.jsonl`
+(a JSON object with our `format` is a trace or a round log; an object
+without one is a JSON-lines trajectory; anything else is read as a round
+log, so that its reader names what is wrong), and from its content
+otherwise. A converted run gets the path its round log would have under
+`imprint import` beside the raw file (`run/x.traj.json.gz` ->
+`run/x.jsonl`, a tau-bench file's runs `gpt-4o-airline/8-1.jsonl`), so labels
+keyed by a round log's name or path tail find it.
+
+A file named on the command line that is none of these is an error naming
+it; one found in a folder is skipped with a warning. Broken files of a
+known kind are errors either way (`UserInputError`: file, line, key).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable
+
+from imprint_core.errors import UserInputError
+from imprint_core.trace import TRACE_FORMAT
+
+from .importers.convert import CONVERTERS, _describe, detect, output_paths
+from .importers.source import FOLDER_SUFFIXES, FORMATS, Source, load, raw_suffix
+from .rounds import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, trace_to_round_log
+
+KINDS = ("trace", "roundlog", "raw")
+EXPECTED = f"{TRACE_FORMAT}, {ROUNDS_FORMAT}, or a trajectory ({', '.join(FORMATS)})"
+COMPANIONS = ("summary.json", "index.jsonl")
+"""Files that sit beside runs without being runs: `imprint run`'s summary
+beside its traces, mini-swe-agent's outcome index beside its trajectories
+(the importer reads it). In a folder they are skipped without a warning."""
+
+
+@dataclass
+class RunFile:
+    """One run read from a file: its round log (whose `path` is the one that
+    labels and run ids are matched on), the file it came from and its kind."""
+    log: RoundLog
+    origin: str
+    kind: str
+    many: bool = False      # one of several runs in its file (a tau-bench results file)
+
+    @property
+    def display(self) -> str:
+        return f"{self.origin}#{Path(self.log.path).stem}" if self.many else self.origin
+
+    @property
+    def name(self) -> str:
+        """The run's name for labels: a trace's scenario, else its round log's stem."""
+        if self.kind == "trace":
+            return str(self.log.labels.get("scenario") or Path(self.origin).stem)
+        return Path(self.log.path).stem
+
+
+def _first_line(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.readline(1 << 20)
+    except IsADirectoryError:
+        raise UserInputError("is a directory, not a file", file=str(path)) from None
+    except OSError as exc:
+        raise UserInputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+
+
+def classify(path: Path, *, named: bool) -> str | None:
+    """`trace`, `roundlog`, `raw`, or None (a folder's file that is none of them).
+
+    A named `.jsonl` file whose first line is not a JSON object without a
+    `format` is read as a round log, so that the round-log reader names its
+    problem (empty, not JSON, an unknown format)."""
+    if not path.name.lower().endswith(".jsonl"):
+        return "raw" if named or raw_suffix(path.name, FOLDER_SUFFIXES) else None
+    first = _first_line(path)
+    try:
+        header = json.loads(first.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        header = None
+    if isinstance(header, dict):
+        fmt = header.get("format")
+        if fmt == TRACE_FORMAT and header.get("type") == "header":
+            return "trace"
+        if fmt == ROUNDS_FORMAT:
+            return "roundlog"
+        if "format" not in header:
+            return "raw"
+    return "roundlog" if named else None
+
+
+def _natural(p: Path) -> tuple:
+    parts = []
+    for chunk in p.as_posix().replace("-", "/").replace("_", "/").replace(".", "/").split("/"):
+        parts.append((0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk))
+    return tuple(parts)
+
+
+def find_inputs(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str, bool]], list[str]]:
+    """(file, kind, named) for every run file under `paths`, in a natural
+    order; folders are searched recursively (hidden folders skipped). A
+    missing path is an error; a folder's file of no kind a warning."""
+    out: list[tuple[Path, str, bool]] = []
+    warnings: list[str] = []
+    seen: set[Path] = set()
+
+    def add(f: Path, kind: str, named: bool) -> None:
+        if f.resolve() not in seen:
+            seen.add(f.resolve())
+            out.append((f, kind, named))
+
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = [f for f in p.rglob("*") if f.is_file()
+                     and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                     and (f.name.lower().endswith(".jsonl") or raw_suffix(f.name, FOLDER_SUFFIXES))]
+            for f in sorted(found, key=_natural):
+                kind = classify(f, named=False)
+                if kind is None:
+                    warnings.append(f"{f}: neither an {TRACE_FORMAT} trace nor an {ROUNDS_FORMAT} log; skipped")
+                else:
+                    add(f, kind, False)
+        elif p.is_file():
+            add(p, classify(p, named=True) or "roundlog", True)
+        else:
+            raise UserInputError("no such file or directory", file=str(p))
+    return out, warnings
+
+
+def read_raw(path: Path, *, named: bool = True, fmt: str | None = None) -> tuple[list[RoundLog], str | None]:
+    """A raw trajectory file's runs, converted in memory, each with the path
+    its round log would have beside the file; ([], warning) for a folder's
+    file of no known format."""
+    data = load(path, Source(path, fmt))
+    found = fmt or detect(data)
+    if found is None:
+        if not named and path.name in COMPANIONS:
+            return [], None
+        if named:
+            raise UserInputError(f"neither a trace, a round log nor a known trajectory: {_describe(data)}",
+                                 file=str(path), line=1, key="format", expected=EXPECTED)
+        return [], f"{path}: not a trace, a round log or a known trajectory ({_describe(data)}); skipped"
+    logs = CONVERTERS[found](data, path)
+    return [replace(log, path=str(path.parent / rel)) for log, rel in
+            zip(logs, output_paths(Path(path.name), found, logs))], None
+
+
+def read_file(path: Path, kind: str, *, named: bool = True) -> tuple[list[RunFile], str | None]:
+    """The runs of one file of a known kind (and a warning for a skipped one)."""
+    if kind == "trace":
+        return [RunFile(parse_round_log(trace_to_round_log(path), str(path)), str(path), kind)], None
+    if kind == "roundlog":
+        return [RunFile(read_round_log(path), str(path), kind)], None
+    logs, warning = read_raw(path, named=named)
+    return [RunFile(log, str(path), kind, many=len(logs) > 1) for log in logs], warning
+
+
+def load_runs(paths: Iterable[str | Path]) -> tuple[list[RunFile], list[str]]:
+    """Every run under `paths` (files or folders), each as a round log, and
+    the warnings for the files skipped. All files are read before anything
+    is returned: one broken file fails the whole call."""
+    files, warnings = find_inputs(paths)
+    runs: list[RunFile] = []
+    for path, kind, named in files:
+        got, warning = read_file(path, kind, named=named)
+        runs.extend(got)
+        if warning:
+            warnings.append(warning)
+    return runs, warnings
