@@ -385,7 +385,7 @@ def test_a_new_novelty_field_is_a_knob_without_code_changes(monkeypatch) -> None
     @dataclasses.dataclass(frozen=NoveltyConfig.__dataclass_params__.frozen)
     class Extended(NoveltyConfig):
         line_fingerprints: bool = False
-        near_duplicate: float = dataclasses.field(default=0.9, metadata={"grid": (0.8, 0.95)})
+        near_copy: float = dataclasses.field(default=0.9, metadata={"grid": (0.8, 0.95)})
         profile: str = "plain"
 
     monkeypatch.setattr(noveltyfields, "NoveltyConfig", Extended)
@@ -393,7 +393,7 @@ def test_a_new_novelty_field_is_a_knob_without_code_changes(monkeypatch) -> None
     noveltyfields._fields.cache_clear()
     try:
         grid, held = noveltyfields.default_grid()
-        assert grid["line_fingerprints"] == [False, True] and grid["near_duplicate"] == [0.9, 0.8, 0.95]
+        assert grid["line_fingerprints"] == [False, True] and grid["near_copy"] == [0.9, 0.8, 0.95]
         assert "profile" in held and "shingle_capacity" in held
         assert noveltyfields.parse_assignment("profile=plain,strict") == ("profile", ["plain", "strict"])
         configs = noveltyfields.expand({"line_fingerprints": [False, True], "min_new_shingles": [1, 3]})
