@@ -219,6 +219,7 @@ def test_a_failing_regression_fails_the_gate_and_is_named(repo: Path, capsys) ->
     capsys.readouterr()
     assert check() == 1
     assert "regressions/stalled FAILS: labelled in regressions.yaml:" in capsys.readouterr().out
+    assert listed(capsys)["stalled"]["missing"] is True
     assert check("traces") == 0
     assert "regressions/stalled: not among the inputs; not judged" in capsys.readouterr().out
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Callable
@@ -94,14 +95,15 @@ def cmd_add(args: argparse.Namespace) -> int:
     reg.check_new(store, name, run.log, _labels_elsewhere(cfg, labels_path))
     key = reg.key_of(store, name)
     target = store / f"{name}.jsonl"
-    log = type(run.log)(str(target), run.log.source, run.log.labels, run.log.rounds)
+    log = replace(run.log, path=str(target))    # named as stored: the gate's run id and label key
     jr = judge_logs([log], Labels({key: new.as_label(key)}), cfg)[key]
     new.when_added = verdict(jr, cfg)
     new_text = reg.with_entry(text, labels, labels_path, key, new)
     reg.write(store, name, log, labels_path, new_text)
+    from rich.markup import escape
     out = console()
-    out.print(f"stored {target} ({len(log.rounds)} rounds, from {args.run})", soft_wrap=True)
-    out.print(f"labelled {key} in {labels_path}: {new.describe()}", soft_wrap=True)
+    out.print(escape(f"stored {target} ({len(log.rounds)} rounds, from {args.run})"), soft_wrap=True)
+    out.print(escape(f"labelled {key} in {labels_path}: {new.describe()}"), soft_wrap=True)
     out.print(f"the current rule ({new.when_added.rule}): {_now(jr)}", soft_wrap=True)
     if not jr.holds:
         out.print("`imprint check` fails while the rule does this; `imprint tune` tunes on it", soft_wrap=True)
