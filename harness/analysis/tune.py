@@ -11,7 +11,9 @@ name; `realruns.noveltyfields`). Over labelled corpora it is scored by
 per corpus and overall (pooled). The runs are split by **task**, never by
 run: a deterministic hash of the task id (SWE-bench instance, tau-bench
 task, Who&When question) puts every run of a task in the same part, the dev
-part (tuned on) or the held-out part (only reported). The dev part is cut
+part (tuned on) or the held-out part (only reported); the runs of the
+regressions corpus (`imprint regress add`) are always dev, each a task of its
+own. The dev part is cut
 into k folds by a second hash of the task: cross-validation re-runs the
 whole selection on k-1 folds and scores the choice on the fold left out, so
 the held-out figures are not the only check of how the choice generalises.
@@ -348,7 +350,8 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
             stops[si, ri] = -1 if stop is None else stop
     scores = Scores(settings, runs, stops, slack)
     tasks = sorted({r.task for r in runs})
-    parts = {t: split.part(t) for t in tasks}
+    always_dev = {r.task for r in runs if r.always_dev}
+    parts = {t: "dev" if t in always_dev else split.part(t) for t in tasks}
     folds = {t: split.fold(t) for t in tasks if parts[t] == "dev"}
     dev = scores.mask(parts=parts, part="dev")
     if not dev.any():
