@@ -9,6 +9,7 @@ import pytest
 from harness.cli import main
 from harness.analysis.gate import load_config, parse_config
 from imprint_core.errors import UserInputError
+from imprint_core.settings import SPECS
 
 from reportdata import fact, handmade_trace, round_log
 
@@ -152,7 +153,8 @@ def test_unusable_inputs_exit_2(setup, capsys) -> None:
 
 def test_committed_config_is_valid() -> None:
     cfg = load_config(ROOT / "reports" / "gate.toml")
-    assert cfg.premature_stops["patience"] == 4
+    # the gate replays real runs at the shipped patience
+    assert cfg.premature_stops["patience"] == SPECS["chat.research_no_progress_rounds"].default == 9
     assert cfg.thresholds_for("local")["median_max"] < cfg.thresholds_for("remote:llamacpp")["median_max"]
     for f in cfg.inputs["labels"]:
         assert (ROOT / f).is_file(), f

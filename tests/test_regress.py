@@ -270,7 +270,8 @@ def test_tune_takes_the_regressions_as_a_corpus_always_tuned_on(repo: Path, monk
     assert [(r.task, r.always_dev) for r in runs] == [("regressions:regressions/stalled", True)]
     t = tune(runs, [SHIPPED], [4, 8], split=Split(holdout=0.999), jobs=1)
     assert t.parts == {"regressions:regressions/stalled": "dev"}     # never held out, however large the share
-    assert t.scores.settings[t.best].patience == 8 and t.feasible    # the recommendation fixes it
+    # the recommendation fixes it: patience 4 stops it early, 8 (or the shipped 9, nearer the shipped setting) not
+    assert t.scores.settings[t.best].patience in (8, 9) and t.feasible and t.figures(t.best, None).premature == 0
     from harness.cli.tune import DEFAULT_STRICT
     assert "regressions" in DEFAULT_STRICT
 

@@ -147,8 +147,12 @@ def render_entry(key: str, reg: Regression) -> str:
             body[k] = getattr(reg, k)
     if reg.when_added is not None:
         body["when_added"] = reg.when_added.to_dict()
-    text = yaml.safe_dump({key: body}, default_flow_style=None, sort_keys=False, allow_unicode=True, width=10 ** 6)
-    return "".join("  " + line + "\n" for line in text.splitlines())
+    entry = {key: body}
+    text = yaml.safe_dump(entry, default_flow_style=None, sort_keys=False, allow_unicode=True, width=10 ** 6)
+    if yaml.safe_load(text) != entry:   # PyYAML writes some line breaks (U+0085) raw and reads them back as spaces
+        text = yaml.safe_dump(entry, default_flow_style=None, sort_keys=False, allow_unicode=False, width=10 ** 6)
+    # split on newlines only: str.splitlines() also cuts at U+0085 and U+2028, which YAML keeps inside a scalar
+    return "".join("  " + line + "\n" for line in text.rstrip("\n").split("\n"))
 
 
 def read_labels_file(path: Path) -> tuple[str, Labels]:
