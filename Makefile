@@ -88,7 +88,7 @@ tune: setup
 
 # ---- mutation testing (issue 12) -----------------------------------------------------------
 # mutmut mutates the files of `[tool.mutmut] only_mutate` in pyproject.toml (the one list) and runs the
-# core tests on each mutant; reports/mutation.md gets the score and every survivor, killed or explained
+# core and novelty tests on each mutant; reports/mutation.md gets the score and every survivor, killed or explained
 # (benchmarks/mutation_verdicts.toml). Exits 1 while a survivor is unexplained. MUTATE_JOBS: parallel mutants.
 MUTATE_JOBS ?= 2
 .PHONY: mutate

@@ -6,8 +6,14 @@ on known survivors (benchmarks/mutation_verdicts.toml, keyed by mutant name,
 each with the mutated line it was written for). Writes the score per file
 and every surviving mutant with its diff and its verdict.
 
+A run may be restricted (`mutmut run "imprint_core.novelty.rule*"`): the
+mutants it did not check are then taken from the verdicts file's
+`[carried."<file>"]` figures of an earlier full run of that file (counts and
+survivor names), when their number is the one recorded there.
+
 Exit status 1 when a survivor has no verdict (or its verdict was written for
-another line): kill it with a test, or explain it in the verdicts file.
+another line), or when carried figures do not fit: kill it with a test, or
+explain it in the verdicts file.
 """
 from __future__ import annotations
 
@@ -86,11 +92,31 @@ def main(argv: list[str] | None = None) -> int:
 
     files = mutated_files(root)
     by_file = {f: results(root, f) for f in files}
+    carried: dict[str, dict] = verdicts_doc.get("carried", {})
+    carried_note: dict[str, str] = {}
+    extra: dict[str, list[int]] = {}   # carried counts, less the carried survivors (listed in by_file)
+    problems: list[str] = []
+    for f, res in by_file.items():
+        unchecked = {n for n, s in res.items() if s == "not checked"}
+        c = carried.get(f)
+        if not unchecked or c is None:
+            continue
+        if len(unchecked) != c["mutants"] or not set(c["survivors"]) <= unchecked:
+            problems.append(f"{f}: {len(unchecked)} mutants not checked in this run, but the figures carried "
+                            f"from {c['from']} are for {c['mutants']} (or name other survivors): re-run it")
+            continue
+        # the earlier run's counts; its survivors by name (for their diffs and verdicts)
+        for n in unchecked:
+            del res[n]
+        res.update({n: "survived" for n in c["survivors"]})
+        extra[f] = [c["mutants"] - len(c["survivors"]), c["killed"], c["timeout"], 0, c.get("no_tests", 0)]
+        carried_note[f] = f"{c['mutants']} carried from {c['from']}"
     lines = ["# Mutation testing", "",
              "`make mutate`: mutmut mutates the files of `[tool.mutmut] only_mutate` (pyproject.toml) and runs "
              "the core tests against each mutant; this report is written by `benchmarks/mutation_report.py`. "
              "A mutant is *killed* when a test fails (or times out) with it in place; a *survivor* is a change "
-             "the tests do not notice. Survivors a test can tell apart get a test (tests/test_core_mutants.py); "
+             "the tests do not notice. Survivors a test can tell apart get a test (tests/test_core_mutants.py, "
+             "tests/test_novelty_mutants.py); "
              "each one listed below carries its verdict from `benchmarks/mutation_verdicts.toml`.", "",
              "## Score", "",
              "| file | mutants | killed | timeout | survived | no tests | score |",
@@ -99,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     for f, res in by_file.items():
         n = len(res)
         counts = [n] + [sum(1 for s in res.values() if s == k) for k in ("killed", "timeout", "survived", "no tests")]
+        counts = [a + b for a, b in zip(counts, extra.get(f, [0] * 5))]
         totals = [a + b for a, b in zip(totals, counts)]
-        lines.append(f"| `{f}` | " + " | ".join(map(str, counts)) + f" | {score(counts)} |")
+        mark = f" ({carried_note[f]})" if f in carried_note else ""
+        lines.append(f"| `{f}`{mark} | " + " | ".join(map(str, counts)) + f" | {score(counts)} |")
     lines.append("| **all** | " + " | ".join(f"**{c}**" for c in totals) + f" | **{score(totals)}** |")
     lines += ["", "Score: (killed + timeout) / mutants. Other statuses (suspicious, not checked) count as "
               "not killed.", ""]
@@ -132,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                       *("  " + line for line in body(d)), "  ```", ""]
     if not any_survivor:
         lines += ["None.", ""]
+    for p in problems:
+        print(f"  carried figures do not fit: {p}", file=sys.stderr)
+    unexplained += problems
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text("\n".join(lines).rstrip() + "\n")
     print(f"{out_path}: {sum(totals[1:3])}/{totals[0]} killed ({score(totals)}), {totals[3] + totals[4]} survivors, "
