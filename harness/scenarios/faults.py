@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,19 @@ class Cell:
 
 
 # ---- tools --------------------------------------------------------------------------------
+_WORDS = ("amber", "basalt", "cedar", "delta", "ember", "fjord", "granite", "harbor", "island", "juniper", "kelp",
+          "lagoon", "meadow", "nectar", "orchard", "prairie", "quarry", "ridge", "summit", "tundra")
+
+
+def _evidence_for(q: str) -> str:
+    """New evidence for each query that does not quote it: words picked by the
+    query's hash (a result that only echoes its query is no evidence)."""
+    k = zlib.crc32(q.encode())
+    picked = [_WORDS[(k >> (4 * i)) % len(_WORDS)] for i in range(8)]
+    return f"Survey notes: the {picked[0]} {picked[1]} site lies past the {picked[2]} {picked[3]}, where " \
+           f"{picked[4]} and {picked[5]} samples meet the {picked[6]} {picked[7]} layer."
+
+
 def _tools(fault: str) -> list[FunctionTool]:
     def search(args: dict, ctx) -> ToolOutput | str | bytes:
         q = str(args.get("q", ""))
@@ -60,7 +74,7 @@ def _tools(fault: str) -> list[FunctionTool]:
                 return ("A long page of evidence about the subject. " * 240_000)[:10_000_000]
             if fault == "tool_output_not_utf8":
                 return b"caf\xe9 \xff\xfe broken bytes \x80"
-        return f"Evidence about {q}: a fact that only the query {q} brings, with words unique to {q}."
+        return _evidence_for(str(q))
 
     def save(args: dict, ctx) -> str:
         return f"saved {args.get('note')}"
