@@ -101,7 +101,8 @@ class RemoteProvider(_ResponseReader):
                  context_window: int = 8192, counter: TokenCounter | None = None,
                  request_timeout: float = 120.0, connect_timeout: float = 10.0, name: str = "remote",
                  temperature: float | None = None, tool_choice: str | dict | None = None,
-                 extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None):
+                 extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None,
+                 tokenizer: TokenCounter | None = None, calibration: TokenCounter | None = None):
         self.base_url = validate_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise UserInputError("a remote provider needs a model name", key="model", expected="a non-empty string")
@@ -117,6 +118,9 @@ class RemoteProvider(_ResponseReader):
         self.name = name
         self.context_window = int(context_window)
         self.counter = counter or ByteEstimateCounter()
+        # The other counting modes (issue 14; `counting.select_counting`): an
+        # exact counter of the server's template and tokenizer, a calibrated one.
+        self.tokenizer, self.calibration = tokenizer, calibration
         self.request_timeout = float(request_timeout)
         self.connect_timeout = float(connect_timeout)
         self.temperature = temperature
@@ -144,7 +148,15 @@ class RemoteProvider(_ResponseReader):
                                  expected="the model name the server serves")
         return cls(base_url, model, clock=clock, **kwargs)
 
+    reports_usage = True  # OpenAI-compatible servers report usage: the ledger reconciles with it
+
     # -- plumbing ---------------------------------------------------------------------
+    @property
+    def client(self) -> httpx.Client:
+        """The HTTP client (and transport) requests go through; a counter that
+        asks the server uses it too."""
+        return self._client
+
     @property
     def url(self) -> str:
         return self.base_url + "/chat/completions"
