@@ -169,7 +169,8 @@ class TokenLedger:
         prefix-refund: measured prompt less the cached tokens it reported
         (else less the prefix we counted as reused) plus the measured output.
         The reservation made before the request is left as it was, so a
-        charge may exceed it (nothing is refunded then)."""
+        charge may exceed it: the refund is then negative (an extra charge),
+        and reserved = charged + refunded still holds."""
         with self._lock:
             del self._outstanding[r.id]
             self.totals.outstanding -= r.tokens
@@ -200,7 +201,7 @@ class TokenLedger:
             rec = RequestRecord(
                 id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
                 outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,
-                max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=max(r.tokens - charged, 0),
+                max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged,
                 charged_prompt=charged_prompt, charged_output=charged_output, prefix_reused=reused,
                 output_tokens=out_tokens,
                 measured_prompt=usage.prompt_tokens if usage else None,

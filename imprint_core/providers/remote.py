@@ -146,7 +146,13 @@ class RemoteProvider(_ResponseReader):
         if not model:
             raise UserInputError(f"no model: set {MODEL_ENV} or the setting", key="model",
                                  expected="the model name the server serves")
-        return cls(base_url, model, clock=clock, **kwargs)
+        provider = cls(base_url, model, clock=clock, **kwargs)
+        if provider.calibration is None:
+            # The calibrated estimate learns across sessions in the user cache.
+            from ..calibration import CalibratedCounter, CalibrationStore, default_calibration_path
+            provider.calibration = CalibratedCounter(CalibrationStore(default_calibration_path()), provider.name,
+                                                     provider.model)
+        return provider
 
     reports_usage = True  # OpenAI-compatible servers report usage: the ledger reconciles with it
 
