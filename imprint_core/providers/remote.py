@@ -217,8 +217,15 @@ class RemoteProvider(_ResponseReader):
         body.update(self.extra_body)
         return body
 
+    # Whether the time left to the deadline also bounds the HTTP timeout. A
+    # recording on the virtual clock turns it off: its deadline is not wall
+    # time, and a slow CPU server must not be recorded as a timeout fault.
+    deadline_bounds_timeout = True
+
     def _timeout(self, request: ModelRequest) -> tuple[httpx.Timeout, bool]:
         remaining = request.deadline - self.clock.now()
+        if not self.deadline_bounds_timeout and remaining > 0:
+            remaining = max(remaining, self.request_timeout)
         bounded = remaining <= self.request_timeout
         total = min(self.request_timeout, remaining)
         return httpx.Timeout(total, connect=min(self.connect_timeout, total)), bounded
