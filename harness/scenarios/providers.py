@@ -158,12 +158,14 @@ def replay_provider(scn: Scenario, clock: Clock) -> Iterator[RemoteProvider]:
         target = recording.cassette_target(path, scn.provider.server)  # type: ignore[union-attr]
     except recording.CassetteError as exc:  # not YAML, no interactions, not a chat completion
         raise UserInputError(f"unusable cassette: {exc}", file=scn.source, key=key) from None
-    provider = make_provider(scn, clock, target)
-    try:
-        with recording.cassette(path, mode="none"):
+    with recording.cassette(path, mode="none"):
+        # Built under the cassette: a counter that asks the server probes it
+        # here, as it did while recording.
+        provider = make_provider(scn, clock, target)
+        try:
             yield provider
-    finally:
-        provider.close()
+        finally:
+            provider.close()
 
 
 @contextlib.contextmanager
