@@ -310,3 +310,18 @@ def test_the_local_template_counts_every_recorded_prompt_exactly(server):
         assert len(encode(render(body["messages"], body.get("tools") or []))) == measured, name
         checked += 1
     assert checked >= 15
+
+
+def test_a_recorded_session_that_asked_the_server_replays_its_tokenize_calls():
+    """Scenario 56 counted with llama-cpp-python's POST /extras/tokenize while
+    recording; its replay answers those calls from the cassette (a provider
+    built outside the cassette would find no server and fall back), and the
+    server's count is its measured prompt on every request."""
+    from harness.scenarios.model import load_scenario
+    from harness.scenarios.runner import run_scenario
+    run = run_scenario(load_scenario(REPO / "scenarios" / "56-remote-llamacpp-reserve-policy.yaml"))
+    assert run.passed, (run.error, run.failures)
+    records = run.result.records + run.result.final_records
+    assert records and all(r.counter == "server-tokenize/llama-cpp-python" for r in records)
+    assert all(r.estimated_prompt == r.measured_prompt for r in records)
+    assert all(r.reconciled and r.charged_prompt == r.measured_prompt for r in run.result.records)  # reserve policy
