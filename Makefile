@@ -22,10 +22,12 @@ model: setup
 	$(BIN)/imprint model build
 
 # The main job: the whole scenario library (stub, local model, recorded
-# servers), then reports/latest/ from the traces, then the release gate.
+# servers), then the report from the traces into $(RUN_REPORT) (ignored by
+# git: the tree stays clean), then the release gate.
+RUN_REPORT := reports/run
 run: setup model
 	@$(BIN)/imprint run scenarios; status=$$?; \
-	$(BIN)/imprint report --out reports/latest || exit 2; \
+	$(BIN)/imprint report --out $(RUN_REPORT) || exit 2; \
 	$(BIN)/imprint check; gate=$$?; \
 	if [ $$status -ne 0 ]; then exit $$status; fi; exit $$gate
 
@@ -52,10 +54,10 @@ schema: setup
 	$(BIN)/imprint schema
 
 clean:
-	rm -rf $(VENV) traces/runs
+	rm -rf $(VENV) traces/runs $(RUN_REPORT)
 
 # ---- reports, tuning and the release gate (issue 6) ----------------------------------------
-.PHONY: setup-browser report check tune
+.PHONY: setup-browser report snapshot check tune
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Debian's chromium, for the browser test of the report (tests/test_browser.py).
@@ -63,9 +65,17 @@ setup-browser:
 	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
-# reports/latest/ from the committed traces (traces/) and the newest run under traces/runs/.
+# The report from the committed traces (traces/) and the newest run under traces/runs/,
+# into $(RUN_REPORT) (ignored by git).
 report: setup
+	$(BIN)/imprint report --out $(RUN_REPORT)
+
+# The committed report that documents the project, reports/latest/, refreshed on
+# purpose: the report, then its screenshot in Chromium (where installed). Commit it.
+snapshot: setup
 	$(BIN)/imprint report --out reports/latest
+	if command -v chromium >/dev/null 2>&1; then IMPRINT_SCREENSHOT=reports/latest/screenshot.png \
+		$(BIN)/python -m pytest -q -p no:imprint_scenarios tests/test_browser.py -k committed; fi
 
 # The release gate: exit 1 when an invalidation condition of ADR 0102 fails.
 check: setup

@@ -259,8 +259,9 @@ def bench_tracker(rounds, normalization: str, repeat: int, one_by_one: bool = Fa
 
 
 def _paragraph_shingles(rounds) -> list[list[bytes]]:
-    """The tracker's units, default-normalized and windowed, as 5-word shingle
-    byte strings: exactly what datasketch is given."""
+    """The tracker's units, default-normalized and windowed every WINDOW_WORDS
+    words (the tracker cuts its windows where the content says, about as
+    long), as 5-word shingle byte strings: what datasketch is given."""
     out = []
     for rnd in rounds:
         for st, text, segs in rnd:

@@ -189,7 +189,7 @@ class ResearchLoop:
         # user's answer is never fingerprinted (an answer counts as progress
         # by itself, amendment 0159).
         if result.status != "not_executed" and result.kind == "read":
-            judged = self.novelty.judge(result.status, result.text, result.segments)
+            judged = self.novelty.judge(result.status, result.text, result.segments, call.arguments)
             self._judged.append(judged)
             verdict = judged[0]
         if result.kind == "write" and result.status != "not_executed":

@@ -50,7 +50,10 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
                 "Wall-clock research budget, counted from the end of provider/model setup."),
     SettingSpec("chat.research_token_budget", int, "tokens", 65_536, 1_024, 2_000_000,
                 "Token reservations for all research requests of one reply."),
-    SettingSpec("chat.research_no_progress_rounds", int, "rounds", 4, 2, 20,
+    # 9, not the record's 4: its first invalidation condition held on real runs
+    # (4 stopped 26 of 37 resolved coding runs early); its remedy is to revise
+    # patience. `imprint tune` chose 9 (reports/tune/README.md).
+    SettingSpec("chat.research_no_progress_rounds", int, "rounds", 9, 2, 20,
                 "Consecutive read rounds without new evidence before research stops."),
     # 1,024 matches the research default; 16 is the least a sentence needs and
     # 32,768 the largest context of the models this project runs.

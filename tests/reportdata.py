@@ -32,6 +32,8 @@ tools:
 STAGNANT_WRITES = """\
 name: stagnant-writes
 question: Collect the facts about the museum's new wing.
+settings:
+  chat.research_no_progress_rounds: 4
 provider:
   kind: stub
   script:

@@ -1,7 +1,8 @@
 """The report seen in a real browser: headless Chromium (Debian's `chromium`,
 `make setup-browser`) opens index.html over the DevTools protocol, every
 image must load and the page must log no error; a full-page screenshot is
-saved beside the page.
+taken, into the test's temporary folder (the tree stays clean), or for the
+committed report to $IMPRINT_SCREENSHOT when set (`make snapshot`).
 
 Without Chromium the test is skipped, except under CI (`CI` set), where a
 missing browser is a failure: a green CI must not hide it."""
@@ -168,9 +169,11 @@ def test_fresh_report_in_chromium(tmp_path: Path) -> None:
     assert (out / "screenshot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_committed_report_in_chromium() -> None:
+def test_committed_report_in_chromium(tmp_path: Path) -> None:
     page = LATEST / "index.html"
     if not page.exists():
-        pytest.skip("reports/latest/index.html is not generated yet (make report)")
-    result = open_in_chromium(page, LATEST / "screenshot.png")
+        pytest.skip("reports/latest/index.html is not generated yet (make snapshot)")
+    shot = Path(os.environ.get("IMPRINT_SCREENSHOT") or tmp_path / "screenshot.png")
+    result = open_in_chromium(page, shot)
     _check(result, page)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

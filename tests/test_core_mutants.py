@@ -574,13 +574,22 @@ def test_max_retries_comes_from_the_loop_config():
 
 
 def test_novelty_follows_the_loop_config():
-    """A config that asks more new shingles of a round than any result has:
-    no round is progress, however new its evidence."""
-    cfg = LoopConfig(novelty=NoveltyConfig(min_new_shingles=10_000))
-    run = make_run(endless(lambda i: searches(f"topic {i}")), [read_tool()], config=cfg,
-                   st=settings(research_no_progress_rounds=2), final=["final"])
-    result = run.run()
-    assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 2
+    """The same stamped result every round: no progress under the default
+    profile (the timestamp is masked), progress every round when the loop's
+    config says normalization "none", so that run goes on to its token budget."""
+    def stamped(args):
+        return f"Page fetched 2026-10-28T10:15:{int(args['q']):02d}Z"
+
+    def outcome(novelty):
+        run = make_run(endless(lambda i: searches(str(i))), [read_tool(responder=stamped)],
+                       config=LoopConfig(novelty=novelty),
+                       st=settings(research_no_progress_rounds=2, research_token_budget=4_000), final=["final"])
+        return run.run()
+
+    masked = outcome(NoveltyConfig())
+    assert masked.stop_reason is StopReason.NO_PROGRESS and masked.rounds == 3
+    raw = outcome(NoveltyConfig(normalization="none"))
+    assert raw.stop_reason is StopReason.TOKEN_BUDGET and raw.rounds > 3
 
 
 # ---- loop.py: what a tool result records ----------------------------------------------------

@@ -120,9 +120,16 @@ def test_partial_overlap_thresholds():
 
 
 def test_min_new_shingles_per_round():
+    # This asserted the defect of issue 12, item 2: new evidence shorter than
+    # seven words was never progress. A round needs min_new_shingles new
+    # shingles, or all of its largest new window when that is shorter.
     t = NoveltyTracker(NoveltyConfig(min_new_shingles=3))
-    assert not t.observe_round([ok("just four words here")]).progress  # one shingle only
+    assert t.observe_round([ok("just four words here")]).progress  # one shingle, all of it new
     assert t.observe_round([ok("seven words are quite enough here now")]).progress  # three shingles
+    # one new shingle of four: a new window (below the containment threshold),
+    # but too little of it
+    t.observe_round([ok("one two three four five six seven eight")])
+    assert not t.observe_round([ok("one two three four five six seven nine")]).progress
 
 
 def test_errors_and_empty_reads_are_never_progress():
@@ -147,10 +154,21 @@ def test_verdicts_within_a_round_judged_against_store_before_it():
 
 
 def test_long_paragraphs_are_windowed():
-    t = NoveltyTracker()
+    # Windows were cut every 200 words (3 for 450 words); they are now cut
+    # where the content says, between WINDOW_MIN and WINDOW_MAX words (issue
+    # 12, item 5), so the count is the plain definition's (window_cuts over
+    # the anchors of the text), here 3, and never what fixed cuts would give
+    # for a shifted copy.
+    from imprint_core.novelty.fingerprints import WINDOW_MAX, WINDOW_MIN, is_anchor_plain, shingles, window_cuts
     long = doc("long", 450)
-    v, _, _ = t.judge("ok", long, None)
-    assert v.paragraphs == 3
+    words = normalize(long, "default").split()
+    anchors = [i for i in range(len(words) - 4)
+               if is_anchor_plain(next(iter(shingles(words[i:i + 5]))))]
+    cuts = window_cuts(len(words), anchors)
+    assert all(WINDOW_MIN <= b - a <= WINDOW_MAX for a, b in zip([0, *cuts], [*cuts, len(words)]))
+    v, _, _ = NoveltyTracker().judge("ok", long, None)
+    assert v.paragraphs == len(cuts) + 1 == 3
+    assert NoveltyTracker().judge("ok", doc("short", 200), None)[0].paragraphs == 1
 
 
 def test_memory_is_bounded_over_a_long_run():

@@ -15,7 +15,8 @@ from imprint_core.settings import NUMERIC_KEYS
 EXPECTED = {
     "chat.research_timeout_sec": (300, 10, 3600, "seconds"),
     "chat.research_token_budget": (65_536, 1_024, 2_000_000, "tokens"),
-    "chat.research_no_progress_rounds": (4, 2, 20, "rounds"),
+    # the record's range; the default revised from 4 under its first invalidation condition (reports/tune)
+    "chat.research_no_progress_rounds": (9, 2, 20, "rounds"),
 }
 ENV = {
     "chat.research_timeout_sec": "IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC",

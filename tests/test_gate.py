@@ -9,6 +9,7 @@ import pytest
 from harness.cli import main
 from harness.analysis.gate import load_config, parse_config
 from imprint_core.errors import UserInputError
+from imprint_core.settings import SPECS
 
 from reportdata import fact, handmade_trace, round_log
 
@@ -187,7 +188,8 @@ def test_unusable_inputs_exit_2(setup, capsys) -> None:
 
 def test_committed_config_is_valid() -> None:
     cfg = load_config(ROOT / "reports" / "gate.toml")
-    assert cfg.premature_stops["patience"] == 4
+    # the gate replays real runs at the shipped patience
+    assert cfg.premature_stops["patience"] == SPECS["chat.research_no_progress_rounds"].default == 9
     assert cfg.thresholds_for("local")["median_max"] < cfg.thresholds_for("remote:llamacpp")["median_max"]
     for f in cfg.inputs["labels"]:
         assert (ROOT / f).is_file(), f
@@ -232,11 +234,13 @@ def test_condition_1_judges_every_source_and_its_loop_recall(setup, capsys) -> N
 
 def test_the_gate_replays_with_any_novelty_field(setup, capsys) -> None:
     cfg = setup["tmp"] / "n.toml"
-    # min_new_shingles = 1000: no round is new enough, so the lull's run stops at round 4 (premature)
-    cfg.write_text(CONFIG + "\n[premature_stops.novelty]\nmin_new_shingles = 1000\n")
+    # near-duplicates at half the text: every fact after the first is a near-copy of it, so the lull's run
+    # stops at round 5 (premature)
+    cfg.write_text(CONFIG + "\n[premature_stops.novelty]\nnear_duplicate = 'containment'\n"
+                   "near_duplicate_threshold = 0.5\n")
     code, out = _check([str(setup["good"]), "--config", str(cfg), "--labels", str(setup["labels"])], capsys)
     assert code == 1 and out["conditions"][0]["rows"][0]["figure"] == "1 of 1 useful runs (100.0%)"
-    assert "min_new_shingles=1000" in out["conditions"][0]["details"][-1]
+    assert "near_duplicate_threshold=0.5" in out["conditions"][0]["details"][-1]
     for text, where in [("[premature_stops.novelty]\nno_such_field = 4\n", ":2: premature_stops.novelty.no_such_field"),
                         ("[premature_stops.novelty]\ncontainment_threshold = 3.0\n",
                          ":2: premature_stops.novelty.containment_threshold"),

@@ -17,6 +17,8 @@ TAU = ROOT.parent / "shared" / "data" / "roundlogs" / "tau-bench-airline"
 STAGNANT = """\
 name: stagnant
 question: q
+settings:
+  chat.research_no_progress_rounds: 4
 provider:
   kind: stub
   script:
@@ -75,7 +77,7 @@ def test_export_rounds_round_trip(tmp_path: Path, capsys) -> None:
     assert trace_to_round_log(tmp_path / "t.jsonl") == out.read_text()
     # `imprint replay` takes the trace itself (and a folder holding both) just the same
     capsys.readouterr()
-    assert main(["replay", "--json", str(tmp_path / "t.jsonl"), str(out)]) == 0
+    assert main(["replay", "--json", "--patience", "4", str(tmp_path / "t.jsonl"), str(out)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["kind"] for r in rows] == ["trace", "roundlog"]
     assert [r["stop_round"] for r in rows] == [6, 6] and rows[0]["progress_rounds"] == rows[1]["progress_rounds"]
@@ -84,7 +86,7 @@ def test_export_rounds_round_trip(tmp_path: Path, capsys) -> None:
 def test_replay_tau_bench_json(capsys) -> None:
     if not TAU.is_dir():
         pytest.skip("shared round logs not present")
-    assert main(["replay", "--json", str(TAU)]) == 0
+    assert main(["replay", "--json", "--patience", "4", str(TAU)]) == 0
     lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
     assert len(lines) == 200
     assert set(lines[0]) == {"file", "kind", "rounds", "stop_round", "stop_reason", "progress_rounds"}
@@ -124,6 +126,6 @@ def test_settings_cli(tmp_path: Path, capsys, monkeypatch) -> None:
     assert main(["settings", "reset", "chat.research_no_progress_rounds", "--config", str(cfg)]) == 0
     assert main(["settings", "list", "--config", str(cfg), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out.split("\n", 1)[1])
-    assert {r["key"]: r["value"] for r in rows}["chat.research_no_progress_rounds"] == 4
+    assert {r["key"]: r["value"] for r in rows}["chat.research_no_progress_rounds"] == 9
     assert "max_tool_iters = 12" in cfg.read_text()
     assert main(["settings", "get", "chat.nope", "--config", str(cfg)]) == 2

@@ -260,7 +260,17 @@ PYTHON = shell_facts("python x.py")
     (READ, 123, "", FIND_GREP, EMPTY),                      # xargs grep: no match
     (READ, 1, "", PYTHON, ERROR),                           # a silent failure that searched nothing
     (READ, 127, "bash: tree: command not found\n", None, ERROR),
-    (READ, 1, "Traceback (most recent call last):\n  File \"x.py\"\nValueError\n", PYTHON, ERROR),
+    # code that ran and failed: the traceback is evidence about the code (CODE_RUNNERS)
+    (READ, 1, "Traceback (most recent call last):\n  File \"x.py\"\nValueError\n", PYTHON, OK),
+    (READ, 1, "FAILED tests/test_x.py::t - AssertionError\n1 failed\n", shell_facts("cd /r && pytest -x"), OK),
+    (READ, 1, "Traceback (most recent call last):\n  File \"x.py\"\nValueError\n", shell_facts("python3.11 x.py"), OK),
+    # ... unless the runner never ran it
+    (READ, 2, "python: can't open file '/r/x.py': [Errno 2] No such file or directory\n", PYTHON, ERROR),
+    (READ, 2, "usage: pytest [options]\npytest: error: unrecognized arguments: --bad\n", shell_facts("pytest --bad"),
+     ERROR),
+    # not a code runner: a traceback printed by a tool is a failure of the tool
+    (READ, 1, "Traceback (most recent call last):\n  File \"/usr/bin/tool\"\nValueError\n", shell_facts("tool x"),
+     ERROR),
     (READ, 2, "grep: a.cfg: No such file or directory\n", GREP, ERROR),
     (READ, 128, "error: corrupt patch at line 14\n", None, ERROR),
     (READ, 4, "ERROR: not found: tests/x.py::t\n", PYTHON, ERROR),
@@ -301,7 +311,7 @@ def test_mini_swe_agent_rounds(tmp_path):
     [log] = import_file(path)
     got = [(r.number, c.tool, c.kind, c.status) for r in log.rounds for c in r.calls]
     assert got == [(1, "bash", READ, OK), (2, "bash", READ, EMPTY), (3, "bash", WRITE, OK),
-                   (4, "bash", READ, ERROR), (5, "bash", READ, ERROR), (6, "bash", WRITE, OK)]
+                   (4, "bash", READ, ERROR), (5, "bash", READ, OK), (6, "bash", WRITE, OK)]
     calls = [r.calls[0] for r in log.rounds]
     assert calls[0].result == "a.py\nb.py" and calls[0].args == {"command": "cd /testbed && ls"}
     assert calls[3].result.startswith("Tool call error") and calls[3].args == {"arguments": '{"command": "ls'}

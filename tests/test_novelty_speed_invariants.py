@@ -5,9 +5,12 @@ their units in one joined piece, tries each mask only where a literal search
 says it could match (_fast_masks.py), hashes shingles in bulk with numpy
 (fingerprints.py) and keeps them in numpy hash tables (store.py).
 The reference below is the plain definition: each unit normalized alone with
-every mask run as `pattern.sub` in order, words hashed one by one, Python
-sets. Fingerprint values differ (another hash); every count and verdict must
-not, whether a round is observed at once or judged result by result.
+every mask of the profile run as `pattern.sub` in order, lines and words by
+str.split(), words hashed one by one, windows cut by window_cuts at anchors
+found with the plain span hash, echoes found line by line, near-duplicate
+sketches built gram by gram, Python sets. Fingerprint values differ (another
+hash); every count and verdict must not, whether a round is observed at once
+or judged result by result, under every option of NoveltyConfig.
 """
 from __future__ import annotations
 
@@ -17,15 +20,16 @@ import random
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 import xxhash
 
 from imprint_core import novelty as nv
-from imprint_core.novelty import (NoveltyConfig, NoveltyTracker, SHINGLE_WORDS, WINDOW_WORDS, normalize, segment,
-                                  shingles)
-from imprint_core.novelty import _fast_masks as fm, fingerprints as fp, normalization as nz
+from imprint_core.novelty import NoveltyConfig, NoveltyTracker, SHINGLE_WORDS, normalize, segment, shingles
+from imprint_core.novelty import _fast_masks as fm, fingerprints as fp, neardup, normalization as nz
+from imprint_core.novelty.echo import Echoes, evidence_free
 from imprint_core.novelty.store import BoundedHashSet, FingerprintStore
 
 # ------------------------------------------------------------ reference ---
@@ -33,7 +37,8 @@ from imprint_core.novelty.store import BoundedHashSet, FingerprintStore
 _h64 = xxhash.xxh3_64_intdigest
 
 
-def ref_normalize(text: str, variant: str) -> str:
+def ref_masked(text: str, variant: str) -> str:
+    """normalize() but for the whitespace collapse: NFKC, casefold, the profile's masks one by one."""
     if variant == "none":
         return text
     if not text.isascii():
@@ -42,7 +47,11 @@ def ref_normalize(text: str, variant: str) -> str:
     if variant != "basic":
         for mask in nz.masks_of(variant):
             text = mask.pattern.sub(mask.repl, text)
-    return " ".join(text.split())
+    return text
+
+
+def ref_normalize(text: str, variant: str) -> str:
+    return text if variant == "none" else " ".join(ref_masked(text, variant).split())
 
 
 def ref_shingles(words):
@@ -54,51 +63,146 @@ def ref_shingles(words):
     return {hash(t) for t in zip(*(hashes[i:] for i in range(SHINGLE_WORDS)))}
 
 
+def ref_sketch(data: bytes):
+    """neardup.sketch written plainly."""
+    if not data:
+        return None
+    data = data.ljust(neardup.GRAM, b"\0")
+    grams = {fp.mix64_plain(int.from_bytes(data[i:i + neardup.GRAM], "little") + 1)
+             for i in range(len(data) - neardup.GRAM + 1)}
+    bins: dict[int, int] = {}
+    for h in grams:
+        b = h >> 57
+        bins[b] = min(bins.get(b, h), h)
+    return bins, len(grams)
+
+
+def ref_similarity(a, b, measure: str) -> float:
+    (sa, na), (sb, nb) = a, b
+    either = set(sa) | set(sb)
+    j = sum(1 for k in either if sa.get(k) == sb.get(k)) / max(len(either), 1)
+    return j if measure == "jaccard" else min(j * (na + nb) / ((1 + j) * na), 1.0)
+
+
+class Window:
+    def __init__(self):
+        self.judged: list[int] = []    # shingle ids (a multiset)
+        self.extra: list[int] = []
+
+
 class RefTracker:
-    """The novelty rule written plainly."""
+    """The novelty rule written plainly: each unit normalized alone, lines
+    and shingles by str.split(), windows cut by fingerprints.window_cuts at
+    anchors found with the plain span hash, Python sets."""
 
     def __init__(self, cfg: NoveltyConfig):
         self.cfg = cfg
         self.sh = BoundedHashSet(cfg.shingle_capacity)
         self.par = BoundedHashSet(cfg.paragraph_capacity)
+        self.sketches: tuple[list, list] = ([], [])   # young, old
 
-    def judge(self, status, text, segments=None):
+    def windows(self, unit: str, echo) -> list[Window]:
+        cfg = self.cfg
+        lines = [" ".join(line.split()) for line in ref_masked(unit, cfg.normalization).split("\n")]
+        lines = [line for line in lines if line]
+        spans = [[line] for line in lines] if cfg.fingerprint_unit == "line" else [lines] if lines else []
+        out = []
+        for span in spans:
+            shingles = []                 # (first word in the span, id, judged)
+            offset = 0
+            for line in span:
+                words = line.split()
+                touched = [False] * len(words)
+                if echo is not None and echo.pattern is not None:
+                    starts = [0]
+                    for w in words:
+                        starts.append(starts[-1] + len(w) + 1)
+                    for m in echo.pattern.finditer(line):
+                        for k in range(len(words)):
+                            if starts[k] < m.end() and m.start() < starts[k] + len(words[k]):
+                                touched[k] = True
+                k = cfg.shingle_words
+                runs = [(i, i + k) for i in range(len(words) - k + 1)] or [(0, len(words))]
+                for a, b in runs:
+                    text = " ".join(words[a:b]).encode()
+                    shingles.append((offset + a, _h64(text), not any(touched[a:b]), text))
+                offset += len(words)
+            cuts = []
+            if offset > 2 * fp.WINDOW_MIN:
+                cuts = fp.window_cuts(offset, [a for a, _, _, text in shingles
+                                               if fp.is_anchor_plain(fp.span_hash_plain(text))])
+            bounds = [0, *cuts, offset]
+            for lo, hi in zip(bounds, bounds[1:]):
+                w = Window()
+                for a, sid, judged, _ in shingles:
+                    if lo <= a < hi:
+                        (w.judged if judged else w.extra).append(sid)
+                out.append(w)
+        return out
+
+    def judge(self, status, text, segments=None, arguments=None):
+        cfg = self.cfg
         if status == "error":
-            return (0, 0, 0), set(), set()
+            return (0, 0, 0), None
         units = list(segments) if segments is not None else segment(text)
-        if status != "ok" or not any(u.strip() for u in units):
-            return (0, 0, 0), set(), set()
-        n = new = 0
-        all_sh, paras = set(), set()
-        for unit in units:
-            words = ref_normalize(unit, self.cfg.normalization).split()
-            for s in range(0, len(words), WINDOW_WORDS):
-                window = words[s:s + WINDOW_WORDS]
-                n += 1
-                ph = _h64(" ".join(window).encode())
-                paras.add(ph)
-                if ph in self.par:
-                    continue
-                sh = ref_shingles(window)
-                if self.sh.count_known(sh) < self.cfg.containment_threshold * len(sh):
-                    new += 1
-                all_sh |= sh
-        return (n, new, len(all_sh) - self.sh.count_known(all_sh)), all_sh, paras
+        echo = Echoes(arguments, cfg.normalization) if arguments and status == "ok" else None
+        if status != "ok" or not any(u.strip() for u in units) or evidence_free(text, echo):
+            return (0, 0, 0), None
+        windows = [w for u in units for w in self.windows(u, echo)]
+        sk = None
+        near = False
+        if cfg.near_duplicate != "off":
+            sk = ref_sketch(" ".join(" ".join(ref_masked(u, cfg.normalization) for u in units).split()).encode())
+            near = sk is not None and any(ref_similarity(sk, old, cfg.near_duplicate) >= cfg.near_duplicate_threshold
+                                          for old in self.sketches[0] + self.sketches[1])
+        new = total = largest = 0
+        all_sh, extra, paras = set(), set(), set()
+        for w in windows:
+            extra |= set(w.extra)
+            if near:
+                extra |= set(w.judged)
+            elif w.judged:
+                total += len(w.judged)
+            if not w.judged:
+                continue
+            ph = hash(tuple(sorted(w.judged)))
+            paras.add(ph)
+            if near or ph in self.par:
+                continue
+            sh = set(w.judged)
+            if self.sh.count_known(sh) < cfg.containment_threshold * len(sh):
+                new += 1
+                largest = max(largest, len(sh))
+            all_sh |= sh
+        return (len(windows), new, len(all_sh) - self.sh.count_known(all_sh)), (all_sh, extra, paras, sk, total,
+                                                                               largest)
 
     def observe_round(self, results):
-        judged = [self.judge(st_, t, segs) for st_, t, segs in results]
-        round_sh = set().union(*(j[1] for j in judged)) if judged else set()
+        judged = [self.judge(*r) for r in results]
+        kept = [j[1] for j in judged if j[1] is not None]
+        round_sh = set().union(*(k[0] for k in kept))
         new_sh = len(round_sh) - self.sh.count_known(round_sh)
         new_par = sum(j[0][1] for j in judged)
+        total, largest = sum(k[4] for k in kept), max((k[5] for k in kept), default=0)
         self.sh.add_all(round_sh)
-        self.par.add_all(set().union(*(j[2] for j in judged)) if judged else set())
-        progress = new_par > 0 and new_sh >= self.cfg.min_new_shingles
+        extra = set().union(*(k[1] for k in kept))
+        if extra:
+            self.sh.add_all(extra)
+        self.par.add_all(set().union(*(k[2] for k in kept)))
+        new_sketches = [k[3] for k in kept if k[3] is not None]
+        if new_sketches:
+            young, old = self.sketches
+            young += new_sketches
+            if len(young) >= neardup.CAPACITY // 2:
+                self.sketches = ([], young)
+        cfg = self.cfg
+        progress = new_par > 0 and new_sh >= min(cfg.min_new_shingles, largest) and new_sh >= cfg.min_new_share * total
         return [j[0] for j in judged], (progress, new_par, new_sh)
 
 
 def fast_round(tracker: NoveltyTracker, results, one_by_one: bool = False):
     if one_by_one:  # as the loop does it: judge each result as it comes, then commit the round
-        rn = tracker.commit_round([tracker.judge(s, t, g) for s, t, g in results])
+        rn = tracker.commit_round([tracker.judge(*r) for r in results])
     else:
         rn = tracker.observe_round(results)
     return [(v.paragraphs, v.new_paragraphs, v.new_shingles) for v in rn.verdicts], \
@@ -249,6 +353,26 @@ def test_shingle_counts_match_reference(words):
     assert len(shingles(words)) == len(ref_shingles(words))
 
 
+def test_the_fast_hashes_are_the_plain_ones():
+    data = "the quick brown fox\njumps over the lazy dog".encode()
+    starts, ends = np.array([0, 4, 20, 0]), np.array([3, 19, 43, 0])
+    assert fp._span_hashes(data, starts, ends).tolist() == [fp.span_hash_plain(data[a:b]) for a, b in zip(starts, ends)]
+    xs = [1, 2, 2**64 - 1, 0x9E3779B97F4A7C15]
+    assert fp.mix64(np.array(xs, np.uint64)).tolist() == [fp.mix64_plain(x) for x in xs]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.integers(0, 3_000), st.lists(st.integers(0, 3_000), max_size=60, unique=True).map(sorted))
+def test_window_cuts_keep_their_bounds(n, anchors):
+    anchors = [a for a in anchors if a < n]
+    cuts = fp.window_cuts(n, anchors)
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n])]
+    assert cuts == sorted(set(cuts)) and all(0 < c < n for c in cuts)
+    assert all(s >= fp.WINDOW_MIN for s in sizes) or n < 2 * fp.WINDOW_MIN and not cuts
+    assert all(s <= fp.WINDOW_MAX for s in sizes[:-1]) and sizes[-1] < fp.WINDOW_MAX + fp.WINDOW_MIN
+    assert set(cuts) - set(anchors) <= {c for c in cuts if c - max([0] + [d for d in cuts if d < c]) == fp.WINDOW_MAX}
+
+
 def test_fingerprints_are_the_same_in_every_process():
     import subprocess
     import sys
@@ -266,41 +390,61 @@ def test_fingerprints_are_the_same_in_every_process():
     assert w.hashes.tolist() == fp.windows_of(["one two three four five six"]).hashes.tolist()
 
 
+def random_config(rng: random.Random, variant: str, threshold: float, caps: tuple[int, int]) -> NoveltyConfig:
+    """Every parameter of the rule, drawn; the shipped value half the time."""
+    def pick(default, *others):
+        return default if rng.random() < 0.5 else rng.choice(others)
+    return NoveltyConfig(normalization=variant, containment_threshold=threshold, min_new_shingles=rng.choice([1, 3]),
+                         shingle_capacity=caps[0], paragraph_capacity=caps[1], shingle_words=pick(5, 1, 2, 3, 8),
+                         min_new_share=pick(0.0, 0.05, 0.5), fingerprint_unit=pick("paragraph", "line"),
+                         near_duplicate=pick("off", "jaccard", "containment"),
+                         near_duplicate_threshold=rng.choice([0.5, 0.9]))
+
+
+QUERIES = ["heat pump", "w3 w4", "alpha beta", "2024", "x", "score"]
+
+
 @hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.integers(0, 2**32 - 1), st.sampled_from(nv.NORMALIZATIONS), st.sampled_from([0.5, 0.8, 1.0]),
        st.sampled_from([(262_144, 65_536), (60, 8), (8, 2)]))
 def test_tracker_verdicts_equal_reference(seed, variant, threshold, caps):
-    """Random rounds with repeats, reorders, volatile changes, long paragraphs,
-    JSON hits, empty reads; small capacities make the store rotate."""
+    """Random rounds with repeats, reorders (of paragraphs and of lines),
+    volatile changes, long paragraphs, JSON hits, echoed arguments, empty
+    reads; small capacities make the store rotate; every option drawn."""
     rng = random.Random(seed)
-    cfg = NoveltyConfig(normalization=variant, containment_threshold=threshold, min_new_shingles=rng.choice([1, 3]),
-                        shingle_capacity=caps[0], paragraph_capacity=caps[1])
+    cfg = random_config(rng, variant, threshold, caps)
     fast, single, ref = NoveltyTracker(cfg), NoveltyTracker(cfg), RefTracker(cfg)
     seen: list[str] = []
     for _ in range(rng.randint(1, 12)):
         results = []
         for _ in range(rng.randint(1, 4)):
             x = rng.random()
+            q = rng.choice(QUERIES)
             if seen and x < 0.35:
                 text = rng.choice(seen)
                 if rng.random() < 0.5:  # reordered / re-timestamped
-                    parts = text.split("\n\n")
+                    parts = text.split("\n\n" if rng.random() < 0.5 else "\n")
                     rng.shuffle(parts)
                     text = "\n\n".join(parts).replace("2024", str(rng.randint(1990, 2030)))
             elif x < 0.55:
                 hits = [{"title": para(rng, rng.randint(1, 8)), "score": round(rng.random(), 3),
                          "url": f"https://h{rng.randrange(5)}.com/p?q={rng.randrange(99)}"} for _ in range(rng.randint(1, 5))]
+                if rng.random() < 0.3:
+                    hits = [dict(h, query=q) for h in hits]
                 text = json.dumps(hits)
             elif x < 0.62:
-                text = rng.choice(["", "   ", "\n\n"])
+                text = rng.choice(["", "   ", "\n\n", json.dumps({"query": q, "results": []})])
             else:
-                text = "\n\n".join(para(rng, rng.choice([1, 3, 4, 5, 6, 30, 199, 200, 201, 450]))
+                text = "\n\n".join("\n".join(para(rng, n) for n in rng.choice([[1], [3], [4, 5], [6, 12, 12], [30],
+                                                                               [199], [200], [201], [450], [120, 150]]))
                                    for _ in range(rng.randint(1, 4)))
+                if rng.random() < 0.3:
+                    text = f'Results for "{q}":\n\n{text}'
             seen.append(text)
             segs = None
             if rng.random() < 0.15:
                 segs = text.split("\n\n") + [""]
-            results.append(("ok", text, segs))
+            results.append(("ok", text, segs, {"query": q, "page": rng.randint(1, 3)} if rng.random() < 0.5 else None))
         if rng.random() < 0.1:
             results.append(("error", f"HTTP 503 at {rng.randint(0, 23)}:00", None))
         expected = ref.observe_round(results)
@@ -309,12 +453,13 @@ def test_tracker_verdicts_equal_reference(seed, variant, threshold, caps):
 
 
 @hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(text_st, min_size=1, max_size=3), min_size=1, max_size=5), st.sampled_from(nv.NORMALIZATIONS))
-def test_tracker_verdicts_equal_reference_on_odd_text(rounds, variant):
-    cfg = NoveltyConfig(normalization=variant, shingle_capacity=40, paragraph_capacity=6)
+@given(st.lists(st.lists(text_st, min_size=1, max_size=3), min_size=1, max_size=5), st.sampled_from(nv.NORMALIZATIONS),
+       st.randoms(use_true_random=False))
+def test_tracker_verdicts_equal_reference_on_odd_text(rounds, variant, rnd):
+    cfg = random_config(rnd, variant, 0.8, (40, 6))
     fast, single, ref = NoveltyTracker(cfg), NoveltyTracker(cfg), RefTracker(cfg)
     for texts in rounds:
-        results = [("ok", t, None) for t in texts]
+        results = [("ok", t, None, {"q": t[:6]} if i % 2 else None) for i, t in enumerate(texts)]
         expected = ref.observe_round(results)
         assert fast_round(fast, results) == expected
         assert fast_round(single, results, one_by_one=True) == expected
@@ -370,13 +515,18 @@ def test_fast_and_reference_agree_with_one_mask_declared_slow_path(text, which):
 @given(st.lists(st.text(alphabet=" \t\n\r\x0b\x1fab\u00a0\u2003\u3000\u00e9", max_size=12), max_size=6))
 def test_canonical_units_equal_split_and_join(units):
     got = fp.canonical(units)
-    canon = [" ".join(u.split()) for u in units]
-    if not any(canon):
+    lines = [(i, " ".join(line.split())) for i, u in enumerate(units) for line in u.split("\n")]
+    lines = [(i, line) for i, line in lines if line]
+    if not lines:
         assert got is None
     else:
-        data, index = got
-        assert data == "\n".join(c for c in canon if c).encode()
-        assert index.tolist() == [i for i, c in enumerate(canon) if c]
+        assert got.data == "\n".join(line for _, line in lines).encode()
+        assert got.unit.tolist() == [i for i, _ in lines]
+        words = [line.split() for _, line in lines]
+        assert got.size.tolist() == [len(w) for w in words]
+        assert got.first.tolist() == list(itertools.accumulate([0] + [len(w) for w in words[:-1]]))
+        flat = [w for ws in words for w in ws]
+        assert [got.data[a + 1:b].decode() for a, b in zip(got.bounds[:-1], got.bounds[1:])] == flat
 
 
 json_st = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),

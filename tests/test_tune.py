@@ -19,6 +19,7 @@ from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
 from harness.realruns.rounds import RoundLog, apply_patience
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig
+from imprint_core.settings import SPECS
 
 from reportdata import fact, round_log
 
@@ -303,7 +304,7 @@ def test_recommendation_rule() -> None:
         (Setting(A, 3), {"u1": 3, **everything}),                                 # 1 one premature on tau-bench
         (Setting(A, 5), {"o0": 10, "o1": 10, **everything}),                      # 2 20% premature on other
         (Setting(A, 6), {"o0": 10, "l1": 7, "ol1": 7}),                           # 3 10%, min recall 1/2
-        (Setting(A, 9), {"o0": 10, "l1": 7, "ol1": 7}),                           # 4 the same, farther away
+        (Setting(A, 14), {"o0": 10, "l1": 7, "ol1": 7}),                          # 4 the same, farther away
         (Setting(noveltyfields.SHIPPED, 5), {}),                                  # 5 no stop at all
     ]
     scores = _hand_scores(table)
@@ -319,9 +320,17 @@ def test_recommendation_rule() -> None:
     best, ok, why = Rule(0.10, ("tau-bench",)).choose(infeasible, everyone)
     assert (best, ok) == (0, False) and why.startswith("no setting meets")
     # equal scores lean to the shipped setting, wherever it stands in the grid
-    tied = _hand_scores([(Setting(A, 4), {"l1": 6}), (Setting(noveltyfields.SHIPPED, 6), {"l1": 6}),
-                         (Setting(noveltyfields.SHIPPED, 4), {"l1": 6})])
+    p0 = SPECS["chat.research_no_progress_rounds"].default
+    tied = _hand_scores([(Setting(A, p0), {"l1": 6}), (Setting(noveltyfields.SHIPPED, p0 + 2), {"l1": 6}),
+                         (Setting(noveltyfields.SHIPPED, p0), {"l1": 6})])
     assert Rule().choose(tied, everyone)[0] == 2
+    # equal recall (none caught: no stop lands inside a loop): the setting that spends the fewest loop rounds
+    # wins, before fewer premature stops and before the shipped setting (never stopped: 4 + 2 + 3 rounds;
+    # ol2 stopped before it starts: 4 + 2; l1 too: 2)
+    short = _hand_scores([(Setting(noveltyfields.SHIPPED, 4), {}), (Setting(A, 7), {"ol2": 11}),
+                          (Setting(A, 8), {"ol2": 11, "l1": 4, "o0": 10})])
+    best, _, why = Rule().choose(short, everyone)
+    assert best == 2 and "fewer rounds spent inside loops" in why
 
 
 def test_local_processes_and_inline_agree(corpus) -> None:
@@ -377,7 +386,9 @@ def test_cli_writes_every_output(corpus, tmp_path: Path, capsys) -> None:
     assert "## demo, dev" in (out / "front.md").read_text() and "| demo | held-out |" in (out / "split.md").read_text()
     rows = (out / "settings.csv").read_text().splitlines()
     grid, _ = noveltyfields.default_grid()
-    assert len(rows) == 1 + len(noveltyfields.expand(grid)) * 5
+    # every setting of the grid, and the shipped one (its patience is outside 2-6)
+    shipped_outside = SPECS["chat.research_no_progress_rounds"].default not in range(2, 7)
+    assert len(rows) == 1 + len(noveltyfields.expand(grid)) * 5 + shipped_outside
     assert rows[0].startswith("patience,") and {"normalization", "min_new_shingles"} <= set(rows[0].split(","))
 
 
@@ -385,7 +396,7 @@ def test_a_new_novelty_field_is_a_knob_without_code_changes(monkeypatch) -> None
     @dataclasses.dataclass(frozen=NoveltyConfig.__dataclass_params__.frozen)
     class Extended(NoveltyConfig):
         line_fingerprints: bool = False
-        near_duplicate: float = dataclasses.field(default=0.9, metadata={"grid": (0.8, 0.95)})
+        near_copy: float = dataclasses.field(default=0.9, metadata={"grid": (0.8, 0.95)})
         profile: str = "plain"
 
     monkeypatch.setattr(noveltyfields, "NoveltyConfig", Extended)
@@ -393,7 +404,7 @@ def test_a_new_novelty_field_is_a_knob_without_code_changes(monkeypatch) -> None
     noveltyfields._fields.cache_clear()
     try:
         grid, held = noveltyfields.default_grid()
-        assert grid["line_fingerprints"] == [False, True] and grid["near_duplicate"] == [0.9, 0.8, 0.95]
+        assert grid["line_fingerprints"] == [False, True] and grid["near_copy"] == [0.9, 0.8, 0.95]
         assert "profile" in held and "shingle_capacity" in held
         assert noveltyfields.parse_assignment("profile=plain,strict") == ("profile", ["plain", "strict"])
         configs = noveltyfields.expand({"line_fingerprints": [False, True], "min_new_shingles": [1, 3]})
@@ -505,11 +516,12 @@ def test_bad_raw_files_and_arguments_exit_2(raw, corpus, tmp_path: Path, capsys)
 @pytest.mark.skipif(not TAU.is_dir(), reason="the tau-bench round logs are not beside the repository")
 def test_tune_and_the_gate_agree_on_the_shipped_setting(tmp_path: Path, capsys) -> None:
     runs, _ = load_corpora([Corpus([str(TAU)], str(TAU_LABELS))])
-    t = tune(runs, [NoveltyConfig()], [4], jobs=1, cache=ProgressCache(None))
+    p0 = SPECS["chat.research_no_progress_rounds"].default
+    t = tune(runs, [NoveltyConfig()], [p0], jobs=1, cache=ProgressCache(None))
     f = t.figures(t.shipped, None)
     assert (f.useful, f.loops) == (80, 11)
     cfg = tmp_path / "gate.toml"
-    cfg.write_text('[premature_stops]\npatience = 4\nstrict = ["tau-bench"]\n')
+    cfg.write_text(f'[premature_stops]\npatience = {p0}\nstrict = ["tau-bench"]\n')
     main(["check", str(TAU), "--config", str(cfg), "--labels", str(TAU_LABELS), "--json"])
     rows = {r["subject"]: r for r in json.loads(capsys.readouterr().out)["conditions"][0]["rows"]}
     assert rows["tau-bench: premature stops"]["figure"].startswith(f"{f.premature} of 80 ")

@@ -370,19 +370,11 @@ def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PAT
     UserInputError (file, line, key) for a malformed file."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    if novelty is not None:
-        normalization = novelty.normalization
-    if normalization not in NORMALIZATIONS:
-        raise UserInputError(f"unknown normalization {normalization!r}", key="normalization",
-                             expected="one of " + ", ".join(NORMALIZATIONS))
-    if user_turns not in USER_TURNS:
-        raise UserInputError(f"unknown user-turn handling {user_turns!r}", key="user_turns",
-                             expected="one of " + ", ".join(USER_TURNS))
-    cfg = novelty or NoveltyConfig(normalization=normalization)
+    cfg = _replay_config(normalization, user_turns, novelty)
     found, warnings = find_inputs(paths)
     files = [(f, kind) for f, kind, _ in found]
     named = {f for f, _, n in found if n}
-    acc: dict[str, list[dict]] = {"requests": [], "tool_calls": [], "rounds": [], "runs": []}
+    acc = _tables()
     ids = _RunIds()
     for path, kind in files:
         if kind == "trace":
@@ -401,12 +393,43 @@ def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PAT
             for log in logs:
                 _load_roundlog(log, ids.make(Path(log.path), None), acc, patience=patience, cfg=cfg,
                                user_turns=user_turns)
+    return _frames(acc, [str(p) for p, _ in files], warnings)
+
+
+def replay_frames(logs: Sequence[RoundLog], *, patience: int = PATIENCE.default, user_turns: str = "reset",
+                  novelty: NoveltyConfig | None = None) -> Frames:
+    """Round logs already in memory (each named by its `path`, which need not
+    exist), replayed exactly as `load_frames` replays the files it reads."""
+    cfg = _replay_config("default", user_turns, novelty)
+    acc, ids = _tables(), _RunIds()
+    for log in logs:
+        _load_roundlog(log, ids.make(Path(log.path), None), acc, patience=patience, cfg=cfg, user_turns=user_turns)
+    return _frames(acc, [log.path for log in logs], [])
+
+
+def _replay_config(normalization: str, user_turns: str, novelty: NoveltyConfig | None) -> NoveltyConfig:
+    if novelty is not None:
+        normalization = novelty.normalization
+    if normalization not in NORMALIZATIONS:
+        raise UserInputError(f"unknown normalization {normalization!r}", key="normalization",
+                             expected="one of " + ", ".join(NORMALIZATIONS))
+    if user_turns not in USER_TURNS:
+        raise UserInputError(f"unknown user-turn handling {user_turns!r}", key="user_turns",
+                             expected="one of " + ", ".join(USER_TURNS))
+    return novelty or NoveltyConfig(normalization=normalization)
+
+
+def _tables() -> dict[str, list[dict]]:
+    return {"requests": [], "tool_calls": [], "rounds": [], "runs": []}
+
+
+def _frames(acc: dict[str, list[dict]], files: list[str], warnings: list[str]) -> Frames:
     return Frames(
         requests=_frame(acc["requests"], REQUEST_COLUMNS),
         tool_calls=_frame(acc["tool_calls"], TOOL_COLUMNS),
         rounds=_frame(acc["rounds"], ROUND_COLUMNS),
         runs=_frame(acc["runs"], RUN_COLUMNS),
-        files=[str(p) for p, _ in files], warnings=warnings)
+        files=files, warnings=warnings)
 
 
 _NUMERIC = {"estimated", "max_output", "reserved", "charged", "refunded", "charged_prompt", "charged_output",

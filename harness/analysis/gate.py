@@ -5,7 +5,9 @@
    labelled round (none at all on `strict` sources), and the share of its
    labelled loops that a stop caught (traces: the stop they recorded; round
    logs and raw trajectories: replayed at the configured patience and
-   novelty config);
+   novelty config); on a `per_run` source (by default `regressions`, the runs
+   of `imprint regress add`) every labelled run must hold on its own: no
+   premature stop and every loop caught, each run that fails named;
 2. estimate divergence: per provider, the median and p95 of estimated /
    measured prompt tokens and the share of under-counts (estimate below the
    measurement), over every request whose usage the provider reported;
@@ -30,8 +32,10 @@ import pandas as pd
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS
 
-from ..realruns.labels import LOOP_SLACK, Labels, Tally, corpus_name, judge, load_labels, read_user_file
+from ..realruns.labels import (LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels,
+                               read_user_file)
 from ..realruns.noveltyfields import describe, make_config
+from ..realruns.regressions import CORPUS as REGRESSIONS
 from ..realruns.rounds import PATIENCE, USER_TURNS
 from .frames import Frames, load_frames
 
@@ -53,6 +57,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "max_premature": (int, lambda v: v >= 0, "an integer of 0 or more"),
         "max_premature_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
         "strict": (list, None, "a list of corpus names (labels files without `labels-` and `.yaml`)"),
+        "per_run": (list, None, "a list of corpus names whose every labelled run must hold"),
         "min_loop_recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
         "loop_slack": (int, lambda v: v >= 0, "an integer of 0 or more"),
         "novelty": (dict, None, "a table of NoveltyConfig fields"),
@@ -77,7 +82,8 @@ PROVIDER_KEYS = ("min_requests", "median_min", "median_max", "p95_max", "max_und
 DEFAULTS: dict[str, dict[str, Any]] = {
     "inputs": {"traces": ["traces"], "latest_run": True, "runs_dir": "traces/runs", "round_logs": [], "labels": []},
     "premature_stops": {"patience": PATIENCE.default, "normalization": "default", "user_turns": "reset", "max_premature": 0,
-                        "max_premature_share": 0.10, "strict": [], "min_loop_recall": 0.8, "loop_slack": LOOP_SLACK,
+                        "max_premature_share": 0.10, "strict": [], "per_run": [REGRESSIONS],
+                        "min_loop_recall": 0.8, "loop_slack": LOOP_SLACK,
                         "novelty": {}},
     "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
                    "max_undercount_share": 0.05, "exclude": [], "providers": {},
@@ -247,34 +253,98 @@ DETAILS_PER_SOURCE = 10
 class _Source(Tally):
     premature_runs: list[str] = field(default_factory=list)
     missed_loops: list[str] = field(default_factory=list)
+    failing: list[str] = field(default_factory=list)     # per-run sources: the runs that do not hold
 
 
-def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig) -> Condition:
-    """Per source (a labels file: `labels-tau-bench.yaml` is tau-bench): premature
-    stops on its labelled useful runs, and the recall of its labelled loops (a
-    loop is caught when the stop lands from its first round to `loop_slack`
-    rounds after its last; `realruns.labels.judge`)."""
-    ps = cfg.premature_stops
-    sources: dict[str, _Source] = {}
+@dataclass
+class JudgedRun:
+    """A labelled run and what the stop rule did with it."""
+    row: Any                  # its row of `Frames.runs`
+    label: RunLabel
+    stop: int | None          # the no-progress stop round (None: no such stop)
+    judgement: Judgement
+
+    @property
+    def holds(self) -> bool:
+        """No premature stop and every labelled loop caught."""
+        return not self.judgement.premature and self.judgement.loops_caught == self.judgement.loops
+
+    @property
+    def source(self) -> str:
+        return corpus_name(self.label.file) if self.label.file else "labels"
+
+    def problems(self) -> list[str]:
+        """Why the label does not hold, in words (empty when it holds)."""
+        how = "replayed" if self.row.source == "roundlog" else "recorded"
+        out = []
+        if self.judgement.premature:
+            out.append(f"{how} no_progress stop at round {self.stop}, labelled useful until round "
+                       f"{self.label.should_not_stop_before}")
+        if self.judgement.loops_caught < self.judgement.loops:
+            spans = ", ".join(f"{a}-{b}" for a, b in self.label.loops)
+            out.append(f"loop(s) {spans} not caught ({how} stop: "
+                       f"{'none' if self.stop is None else f'round {self.stop}'})")
+        return out
+
+
+def judged_runs(frames: Frames, labels: Labels, slack: int = LOOP_SLACK) -> list[JudgedRun]:
+    """Every run of `frames` that `labels` labels, judged (`realruns.labels.judge`)."""
+    out = []
     for r in frames.runs.itertuples(index=False):
         label = labels.for_run(r.name, r.run, r.path)
         if label is None:
             continue
-        src = sources.setdefault(corpus_name(label.file) if label.file else "labels", _Source())
         stop = int(r.stop_round) if r.stop_reason == "no_progress" and pd.notna(r.stop_round) else None
-        j = judge(label, stop, int(r.rounds) if pd.notna(r.rounds) else None, ps["loop_slack"])
-        src.add(label, j)
-        how = "replayed" if r.source == "roundlog" else "recorded"
-        if j.premature:
-            src.premature_runs.append(f"{r.run}: {how} no_progress stop at round {stop}, labelled useful until round "
-                                      f"{label.should_not_stop_before}")
-        if j.loops_caught < j.loops:
-            spans = ", ".join(f"{a}-{b}" for a, b in label.loops)
-            src.missed_loops.append(f"{r.run}: loop(s) {spans} not caught ({how} stop: "
-                                    f"{'none' if stop is None else f'round {stop}'})")
+        out.append(JudgedRun(r, label, stop, judge(label, stop, int(r.rounds) if pd.notna(r.rounds) else None, slack)))
+    return out
+
+
+def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all: bool = False) -> Condition:
+    """Per source (a labels file: `labels-tau-bench.yaml` is tau-bench): premature
+    stops on its labelled useful runs, and the recall of its labelled loops (a
+    loop is caught when the stop lands from its first round to `loop_slack`
+    rounds after its last; `realruns.labels.judge`). A `per_run` source is
+    judged run by run instead: each of its labelled runs must hold, and with
+    `expect_all` (the gate's default inputs) a labelled run missing from the
+    inputs fails too."""
+    ps = cfg.premature_stops
+    sources: dict[str, _Source] = {}
+    seen: set[str] = set()
+    for jr in judged_runs(frames, labels, ps["loop_slack"]):
+        src = sources.setdefault(jr.source, _Source())
+        src.add(jr.label, jr.judgement)
+        seen.add(jr.label.name)
+        problems = jr.problems()
+        if jr.judgement.premature:
+            src.premature_runs.append(f"{jr.row.run}: {problems[0]}")
+        if jr.judgement.loops_caught < jr.judgement.loops:
+            src.missed_loops.append(f"{jr.row.run}: {problems[-1]}")
+        if problems:
+            src.failing.append(f"{jr.row.run} FAILS: {'; '.join(problems)}")
+    per_run = set(ps["per_run"])
+    missing: dict[str, list[str]] = {}
+    for label in labels.runs.values():
+        name = corpus_name(label.file) if label.file else "labels"
+        if name in per_run and label.name not in seen:
+            missing.setdefault(name, []).append(label.name)
+            sources.setdefault(name, _Source())
     c = Condition(1, "premature no-progress stops on labelled useful runs; recall of labelled loops", True)
     useful = sum(src.useful for src in sources.values())
     for name, src in sorted(sources.items()):
+        if name in per_run:
+            gone = missing.get(name, [])
+            held = src.runs - len(src.failing)
+            ok = not src.failing and not (gone and expect_all)
+            c.rows.append({"subject": f"{name}: runs that hold", "value": held,
+                           "figure": f"{held} of {src.runs} labelled runs" + (f", {len(gone)} not among the inputs"
+                                                                               if gone else ""),
+                           "threshold": "all, each on its own", "passed": ok})
+            c.passed &= ok
+            c.details += [f"{name}: {d}" for d in src.failing]
+            c.details += [f"{name}: {g} FAILS: labelled in {labels.runs[g].file}:{labels.runs[g].line} but not among "
+                          "the inputs (its round log is missing)" if expect_all else
+                          f"{name}: {g}: not among the inputs; not judged" for g in gone]
+            continue
         if src.useful:
             strict = name in ps["strict"]
             share = src.premature_share or 0.0
@@ -412,13 +482,15 @@ def overruns(frames: Frames, cfg: GateConfig) -> Condition:
 
 
 # ---- the gate -------------------------------------------------------------------------------------------
-def run_gate(paths: Sequence[str | Path], cfg: GateConfig,
-             label_files: Sequence[str]) -> tuple[list[Condition], Frames, list[str]]:
-    """The three conditions over `paths`; also the loader's warnings."""
+def run_gate(paths: Sequence[str | Path], cfg: GateConfig, label_files: Sequence[str],
+             expect_all: bool = False) -> tuple[list[Condition], Frames, list[str]]:
+    """The three conditions over `paths`; also the loader's warnings. With
+    `expect_all` (the config's own inputs), a labelled run of a `per_run`
+    source that is not among them fails condition 1."""
     labels = load_labels(label_files)
     ps = cfg.premature_stops
     frames = load_frames(paths, patience=ps["patience"], novelty=novelty_config(cfg), user_turns=ps["user_turns"])
     if frames.runs.empty:
         raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
-    return [premature_stops(frames, labels, cfg), divergence(frames, cfg), overruns(frames, cfg)], frames, \
+    return [premature_stops(frames, labels, cfg, expect_all), divergence(frames, cfg), overruns(frames, cfg)], frames, \
         list(frames.warnings)

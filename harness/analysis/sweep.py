@@ -38,6 +38,7 @@ from imprint_core.novelty import NoveltyConfig
 
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ..realruns.noveltyfields import config_key
+from ..realruns.regressions import CORPUS as REGRESSIONS
 from ..realruns.rounds import Round, RoundCall, RoundLog, replies, round_progress
 from ..realruns.sources import RunFile, load_runs
 
@@ -65,13 +66,19 @@ def default_cache_dir() -> Path:
 # ---- corpora and their labelled runs ------------------------------------------------------------------
 @dataclass
 class Corpus:
-    """Run files (traces, round logs, raw trajectories) and the labels file that judges them."""
+    """Run files (traces, round logs, raw trajectories) and the labels file that
+    judges them. The regressions corpus (`realruns.regressions`, named after
+    regressions.yaml) is always tuned on: each run is a task of its own, never
+    held out (a regression is there to be fixed)."""
     paths: list[str]
     labels: str
     name: str = ""
+    always_dev: bool | None = None
 
     def __post_init__(self) -> None:
         self.name = self.name or corpus_name(self.labels)
+        if self.always_dev is None:
+            self.always_dev = self.name == REGRESSIONS
 
 
 @dataclass
@@ -86,6 +93,7 @@ class TuneRun:
     numbers: list[list[int]]  # round numbers per reply
     replies: list[RoundLog] = field(repr=False)
     digest: str = ""
+    always_dev: bool = False  # never held out (the regressions corpus)
 
 
 def task_of(rf: RunFile) -> str:
@@ -134,8 +142,10 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset") -> tuple[list[TuneRun
             continue
         taken[label.name] = rf.display
         reps = [_slim(r) for r in replies(rf.log, user_turns)]
-        out.append(TuneRun(corpus.name, label.name, rf.log.path, rf.display, task_of(rf), len(rf.log.rounds), label,
-                           [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps)))
+        task = f"{corpus.name}:{label.name}" if corpus.always_dev else task_of(rf)
+        out.append(TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
+                           [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps),
+                           bool(corpus.always_dev)))
     unmatched = [n for n in labels.runs if n not in taken]
     if unmatched:
         warnings.append(f"{corpus.name}: {len(unmatched)} label(s) match no run: {', '.join(unmatched[:8])}"

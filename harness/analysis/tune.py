@@ -11,7 +11,9 @@ name; `realruns.noveltyfields`). Over labelled corpora it is scored by
 per corpus and overall (pooled). The runs are split by **task**, never by
 run: a deterministic hash of the task id (SWE-bench instance, tau-bench
 task, Who&When question) puts every run of a task in the same part, the dev
-part (tuned on) or the held-out part (only reported). The dev part is cut
+part (tuned on) or the held-out part (only reported); the runs of the
+regressions corpus (`imprint regress add`) are always dev, each a task of its
+own. The dev part is cut
 into k folds by a second hash of the task: cross-validation re-runs the
 whole selection on k-1 folds and scores the choice on the fold left out, so
 the held-out figures are not the only check of how the choice generalises.
@@ -20,7 +22,9 @@ The recommendation rule (`Rule.choose`): among the settings whose premature
 share is at most `max_premature_share` on every corpus with useful runs and
 zero on the `strict` corpora, the highest minimum loop recall over the
 corpora with loops; ties go to the higher pooled recall, then to fewer
-premature stops, then to the setting nearest the shipped one (fewest
+rounds spent inside labelled loops before the stop (a loop cut short costs
+less even when the stop is not inside it), then to fewer premature stops,
+then to the setting nearest the shipped one (fewest
 novelty fields changed, then patience nearest the shipped patience). When no
 setting meets the constraints, the one that breaks them least is chosen, and
 the reason says so.
@@ -119,17 +123,18 @@ class Scores:
         n_s, n_r = len(settings), len(runs)
         self.premature = np.zeros((n_s, n_r), dtype=np.int64)
         self.caught = np.zeros((n_s, n_r), dtype=np.int64)
+        self.loop_rounds = np.zeros((n_s, n_r), dtype=np.int64)   # rounds spent inside labelled loops
         self.loops = np.zeros(n_r, dtype=np.int64)
         self.useful = np.array([r.label.useful for r in runs], dtype=np.int64)
-        memo: dict[tuple[int, int], tuple[int, int, int]] = {}
+        memo: dict[tuple[int, int], tuple[int, int, int, int]] = {}
         for ri, run in enumerate(runs):
             for si in range(n_s):
                 stop = int(stops[si, ri])
                 got = memo.get((ri, stop))
                 if got is None:
                     j = judge(run.label, None if stop < 0 else stop, run.rounds, slack)
-                    got = memo[(ri, stop)] = (int(j.premature), j.loops_caught, j.loops)
-                self.premature[si, ri], self.caught[si, ri], self.loops[ri] = got
+                    got = memo[(ri, stop)] = (int(j.premature), j.loops_caught, j.loops, j.loop_rounds)
+                self.premature[si, ri], self.caught[si, ri], self.loops[ri], self.loop_rounds[si, ri] = got
         self.corpora = list(dict.fromkeys(r.corpus for r in runs))
 
     def mask(self, corpus: str | None = None, parts: dict[str, str] | None = None, part: str | None = None,
@@ -149,6 +154,7 @@ class Scores:
     def sums(self, mask: np.ndarray) -> dict[str, np.ndarray]:
         """Per setting: premature, caught; and the subset's useful, loops, runs."""
         return {"premature": self.premature[:, mask].sum(axis=1), "caught": self.caught[:, mask].sum(axis=1),
+                "loop_rounds": self.loop_rounds[:, mask].sum(axis=1),
                 "useful": int(self.useful[mask].sum()), "loops": int(self.loops[mask].sum()),
                 "runs": int(mask.sum())}
 
@@ -201,7 +207,8 @@ class Rule:
         strict = f" and none on {', '.join(self.strict)}" if self.strict else ""
         return (f"the highest minimum loop recall over the corpora with labelled loops, among the settings with "
                 f"at most {self.max_premature_share:.0%} premature stops on every corpus with useful runs{strict}; "
-                "ties: higher pooled recall, fewer premature stops, nearer the shipped setting")
+                "ties: higher pooled recall, fewer rounds spent inside labelled loops, fewer premature stops, "
+                "nearer the shipped setting")
 
     def choose(self, scores: Scores, mask: np.ndarray) -> tuple[int, bool, str]:
         """(setting index, whether it meets the constraints, the reason) on the runs of `mask`."""
@@ -224,28 +231,34 @@ class Rule:
         pool = np.flatnonzero(feasible) if feasible.any() else np.flatnonzero(violation == violation.min())
 
         def rank(i: int) -> tuple:
-            return (round(-float(min_recall[i]), 12), round(-float(pooled[i]), 12), int(total["premature"][i]),
-                    *scores.settings[i].distance(), i)
+            return (round(-float(min_recall[i]), 12), round(-float(pooled[i]), 12), int(total["loop_rounds"][i]),
+                    int(total["premature"][i]), *scores.settings[i].distance(), i)
 
         best = min(pool, key=rank)
         s = scores.settings[best]
         figures = "; ".join(
             f"{c}: recall {_pct(per[c]['caught'][best], per[c]['loops'])}, premature "
             f"{_pct(per[c]['premature'][best], per[c]['useful'])}" for c in scores.corpora)
-        ties = [int(i) for i in pool if rank(int(i))[:3] == rank(int(best))[:3]]
+        ties = [int(i) for i in pool if rank(int(i))[:4] == rank(int(best))[:4]]
         if feasible.any():
             why = (f"{s.label()}: minimum loop recall {min_recall[best]:.0%} over the corpora with loops, the highest "
                    f"of the {int(feasible.sum())} of {n} settings that meet the premature-stop limits ({figures})")
             hopeless = [c for c in scores.corpora if per[c]["loops"] and not per[c]["caught"][pool].any()]
             if hopeless:
                 why += (f"; no setting within the limits catches any labelled loop of {', '.join(hopeless)}, so the "
-                        "minimum is 0 for all of them and the pooled recall, then fewer premature stops, decide")
+                        "minimum is 0 for all of them and the pooled recall, then fewer rounds spent inside loops "
+                        f"({int(total['loop_rounds'][best])} of {_loop_total(scores, mask)} here), decide")
             if len(ties) > 1:
                 why += f"; {len(ties)} settings score the same, and this one is nearest the shipped setting"
         else:
             why = (f"no setting meets the premature-stop limits; {s.label()} breaks them least "
                    f"({int(violation[best])} premature stop(s) over the limits; {figures})")
         return int(best), bool(feasible.any()), why
+
+
+def _loop_total(scores: Scores, mask: np.ndarray) -> int:
+    """Rounds inside the labelled loops of these runs: what no stop at all spends."""
+    return int(sum(judge(r.label, None, r.rounds).loop_total for r in np.array(scores.runs, dtype=object)[mask]))
 
 
 def _pct(a: Any, b: Any) -> str:
@@ -348,7 +361,8 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
             stops[si, ri] = -1 if stop is None else stop
     scores = Scores(settings, runs, stops, slack)
     tasks = sorted({r.task for r in runs})
-    parts = {t: split.part(t) for t in tasks}
+    always_dev = {r.task for r in runs if r.always_dev}
+    parts = {t: "dev" if t in always_dev else split.part(t) for t in tasks}
     folds = {t: split.fold(t) for t in tasks if parts[t] == "dev"}
     dev = scores.mask(parts=parts, part="dev")
     if not dev.any():

@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "against the thresholds of a TOML config. Exit 0 when all hold, 1 when one fails, 2 on "
                     "unusable input.",
         epilog="Without TRACES: the config's [inputs] (by default traces/ without traces/runs/, the newest folder "
-               "under traces/runs/, and the configured round logs). Paths are relative to the current directory.")
+               "under traces/runs/, and the configured round logs). Paths are relative to the current directory. "
+               "Condition 1 judges the regressions (`imprint regress add`) run by run: one that fails, or whose "
+               "round log is missing from the config's inputs, makes the gate fail and is named.")
     p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
     p.add_argument("--config", default=DEFAULT_CONFIG, help=f"thresholds (default {DEFAULT_CONFIG})")
     p.add_argument("--labels", action="append", metavar="FILE",
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
     paths, notes = (args.paths, []) if args.paths else _config_inputs(cfg.inputs)
-    conditions, frames, warnings = run_gate(paths, cfg, label_files)
+    conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
     notes += warnings
     passed = all(c.passed for c in conditions)
     if args.json:

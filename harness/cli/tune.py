@@ -13,6 +13,7 @@ from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK, REPO_ROOT
 from ..realruns.labels import LOOP_SLACK
+from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 from ..realruns.rounds import PATIENCE, USER_TURNS
 from .console import console
 
@@ -22,8 +23,11 @@ DEFAULT_CORPORA = (
     ("../shared/data/roundlogs/tau-bench-airline", "scenarios/labels/labels-tau-bench.yaml"),
     ("../shared/data/raw/mini-swe-agent", "scenarios/labels/labels-mini-swe-agent.yaml"),
     ("../shared/data/raw/who-and-when", "scenarios/labels/labels-who-and-when.yaml"),
+    (REGRESSION_STORE, REGRESSION_LABELS),
 )
-"""Relative to the repository root: the three labelled corpora of issue 13."""
+"""Relative to the repository root: the three labelled corpora of issue 13, and
+the regressions (`imprint regress add`) once there is one."""
+DEFAULT_STRICT = ("tau-bench", REGRESSIONS)
 
 
 class _Ordered(argparse.Action):
@@ -45,8 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "premature stops per corpus, and recommend a setting. Writes summary.md, front.md, front.png, "
                     "split.md, settings.csv, recommendation.json and command.txt under --out.",
         epilog="Without --corpus: the three labelled corpora (tau-bench round logs, mini-swe-agent and Who&When raw "
-               "trajectories beside the repository). Labels files: see scenarios/labels/README.md. A corpus is "
-               "named after its labels file (labels-tau-bench.yaml: tau-bench).")
+               f"trajectories beside the repository) and the regressions ({REGRESSION_STORE}, labelled in "
+               f"{REGRESSION_LABELS}) once `imprint regress add` has stored one. Labels files: see "
+               "scenarios/labels/README.md. A corpus is named after its labels file (labels-tau-bench.yaml: "
+               "tau-bench); the regressions corpus is always tuned on, never held out.")
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="run files or folders of a first corpus, as if given with --corpus before all else")
     p.add_argument("--corpus", action=_Ordered, dest="corpus", metavar="PATH",
@@ -73,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default 0.10)")
     p.add_argument("--strict", action="append", metavar="CORPUS",
                    help="a corpus where a recommended setting may have no premature stop (repeatable; default "
-                        "tau-bench; `--strict none` for none)")
+                        f"{' and '.join(DEFAULT_STRICT)} where present; `--strict none` for none)")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="local processes (default: all cores)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run the sweep on this Dask distributed scheduler instead")
     p.add_argument("--cache-dir", metavar="DIR",
@@ -103,13 +109,17 @@ def parse_patience(text: str) -> list[int]:
 def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
     """The `--corpus ... --labels FILE` groups, or the default corpora that exist."""
     from ..analysis.sweep import Corpus
+    from ..realruns.labels import load_labels
     events = [("corpus", p) for p in getattr(args, "paths", None) or []] + list(getattr(args, "corpus_events", None) or [])
     notes: list[str] = []
     if not events:
         out = []
         for data, labels in DEFAULT_CORPORA:
             d, lab = (REPO_ROOT / data).resolve(), REPO_ROOT / labels
-            if d.exists():
+            if labels == REGRESSION_LABELS:
+                if lab.exists() and len(load_labels([lab])):
+                    out.append(Corpus([str(d)], str(lab)))
+            elif d.exists():
                 out.append(Corpus([str(d)], str(lab)))
             else:
                 notes.append(f"default corpus {d} not found; skipped")
@@ -166,8 +176,10 @@ def run(args: argparse.Namespace) -> int:
     grid, held = grid_from(args)
     configs = expand(grid)
     corpora, notes = corpora_from(args)
-    strict = tuple(s for s in (args.strict or ["tau-bench"]) if s != "none")
-    unknown = [s for s in strict if s not in {c.name for c in corpora}]
+    names = {c.name for c in corpora}
+    strict = tuple(s for s in (args.strict or [d for d in DEFAULT_STRICT if d != REGRESSIONS or d in names])
+                   if s != "none")
+    unknown = [s for s in strict if s not in names]
     for s in unknown:
         notes.append(f"--strict {s}: no corpus of that name")
     started = time.perf_counter()

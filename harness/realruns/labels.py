@@ -13,16 +13,25 @@ runs:
     loops: [[5, 6], [10, 12]]      # several loops
   chat_dev/astropy-1:              # a path's tail (`folder/stem`), for stems repeated across folders
     loops: [{start: 8, end: 15, period: 2}]   # A B A B: round 8 repeats 6, 9 repeats 7, ...
+  regressions/astropy-2:           # written by `imprint regress add` (harness.realruns.regressions)
+    should_not_stop_before: 23
+    source: ../shared/data/raw/x.traj.json      # where the run came from
+    added: '2025-01-31'                          # when it was labelled
+    when_added: {stop_round: 9, holds: false, rule: 'patience 4, normalization default'}
 ```
 
 Each run has `should_not_stop_before`, `loops` or both, and an optional
-`note`. A loop is `[A, B]` or `{start: A, end: B, period: P}`: rounds A to B
+`note`, `source`, `added` (a date) and `when_added` (what the stop rule did
+with the run when it was labelled: its stop round or null, whether the label
+held, and the rule). A loop is `[A, B]` or `{start: A, end: B, period: P}`: rounds A to B
 only repeat earlier work, each round the one P rounds before it (P optional;
 1: the same every round, 2: A B A B). Mistakes name the file, the line and the key.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -31,9 +40,23 @@ from imprint_core.errors import UserInputError
 from ..yamlsource import line_of, load_yaml
 
 LABELS_FORMAT = "imprint-labels/1"
-RUN_KEYS = ("should_not_stop_before", "loops", "note")
+RUN_KEYS = ("should_not_stop_before", "loops", "note", "source", "added", "when_added")
 LOOP_KEYS = ("start", "end", "period")
+VERDICT_KEYS = ("stop_round", "holds", "rule")
 LOOP_FORMS = "[first round, last round] or {start: A, end: B, period: P}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the stop rule did with a labelled run: its no-progress stop round
+    (None: it never stopped), whether the label held (no premature stop, every
+    loop caught) and the rule's settings in words."""
+    stop_round: int | None
+    holds: bool
+    rule: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stop_round": self.stop_round, "holds": self.holds, "rule": self.rule}
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,9 @@ class RunLabel:
     file: str = ""
     line: int | None = None
     periods: tuple[int | None, ...] = ()   # per loop, in order: a round repeats the one P before (None: not given)
+    source: str = ""                       # where the run came from (a path), where known
+    added: str = ""                        # the date it was labelled (YYYY-MM-DD), where known
+    when_added: Verdict | None = None      # what the stop rule did with it then, where recorded
 
     @property
     def useful(self) -> bool:
@@ -168,14 +194,52 @@ def parse_labels(text: str, name: str) -> Labels:
                                          line=line_of(lines, ploc + ("period",)), key=f"{kk}.period",
                                          expected=f"1 to {a - 1}: each round repeats the one P rounds before it")
                 loops.append((a, b, period))
-        note = body.get("note", "")
-        if not isinstance(note, str):
-            raise UserInputError("note must be text", file=name, line=line_of(lines, loc + ("note",)),
-                                 key=f"{where}.note")
+        for key in ("note", "source"):
+            if not isinstance(body.get(key, ""), str):
+                raise UserInputError(f"{key} must be text", file=name, line=line_of(lines, loc + (key,)),
+                                     key=f"{where}.{key}")
+        added = body.get("added", "")
+        if isinstance(added, date):   # YAML reads an unquoted 2025-01-31 as a date
+            added = added.isoformat()
+        if not isinstance(added, str) or added and not _DATE.fullmatch(added):
+            raise UserInputError(f"{added!r} is not a date", file=name, line=line_of(lines, loc + ("added",)),
+                                 key=f"{where}.added", expected="YYYY-MM-DD")
+        when = _verdict(body["when_added"], name, lines, loc + ("when_added",), f"{where}.when_added") \
+            if "when_added" in body else None
         loops.sort(key=lambda x: x[:2])
-        out.runs[run] = RunLabel(run, snsb, tuple((a, b) for a, b, _ in loops), note, name, line,
-                                 tuple(p for _, _, p in loops))
+        out.runs[run] = RunLabel(run, snsb, tuple((a, b) for a, b, _ in loops), body.get("note", ""), name, line,
+                                 tuple(p for _, _, p in loops), body.get("source", ""), added, when)
     return out
+
+
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+
+
+def _verdict(raw: Any, file: str, lines: dict[tuple, int], loc: tuple, where: str) -> Verdict:
+    """`when_added: {stop_round: N or null, holds: true or false, rule: text}`."""
+    expected = "{stop_round: N or null, holds: true or false, rule: text}"
+    if not isinstance(raw, dict):
+        raise UserInputError("when_added must be a mapping", file=file, line=line_of(lines, loc), key=where,
+                             expected=expected)
+    for key in raw:
+        if key not in VERDICT_KEYS:
+            raise UserInputError("unknown key", file=file, line=line_of(lines, loc + (key,)), key=f"{where}.{key}",
+                                 expected=", ".join(VERDICT_KEYS))
+    for key in ("stop_round", "holds"):
+        if key not in raw:
+            raise UserInputError("required key is missing", file=file, line=line_of(lines, loc), key=f"{where}.{key}",
+                                 expected=expected)
+    stop = raw["stop_round"]
+    if stop is not None:
+        stop = _int(stop, file, line_of(lines, loc + ("stop_round",)), f"{where}.stop_round",
+                    "a round number, or null when the rule never stopped the run")
+    if not isinstance(raw["holds"], bool):
+        raise UserInputError(f"{raw['holds']!r} is not true or false", file=file,
+                             line=line_of(lines, loc + ("holds",)), key=f"{where}.holds", expected="true or false")
+    rule = raw.get("rule", "")
+    if not isinstance(rule, str):
+        raise UserInputError("rule must be text", file=file, line=line_of(lines, loc + ("rule",)), key=f"{where}.rule")
+    return Verdict(stop, raw["holds"], rule)
 
 
 def read_user_file(path: str | Path, what: str) -> str:

@@ -168,7 +168,8 @@ def round_progress(log: RoundLog, config: NoveltyConfig) -> list[tuple[str, bool
     out = []
     for rnd in log.rounds:
         # Evidence is what reads returned; writes and answers are not fingerprinted.
-        judged = [tracker.judge(c.status, c.result, c.segments) for c in rnd.calls if c.kind == "read"]
+        # The call's own arguments echoed in its result are not evidence.
+        judged = [tracker.judge(c.status, c.result, c.segments, c.args) for c in rnd.calls if c.kind == "read"]
         novelty = tracker.commit_round(judged)
         out.append(classify_round(((c.kind, c.status) for c in rnd.calls), novelty_progress=novelty.progress))
     return out

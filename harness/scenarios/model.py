@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from imprint_core.errors import SettingsError, UserInputError
 from imprint_core.novelty import NORMALIZATIONS
+from imprint_core.novelty.rule import FINGERPRINT_UNITS, NEAR_DUPLICATE
 from imprint_core.settings import IGNORED_KEYS, SPECS, validate
 
 from ..yamlsource import line_of, load_yaml
@@ -215,8 +216,13 @@ class LoopSpec(_Strict):
     max_retries: int = Field(2, ge=0)
     normalization: Literal["none", "basic", "default", "logs", "ocr", "all"] = Field(
         "default", description="none, basic, or a profile of volatile-token masks")
+    shingle_words: int = Field(5, ge=1, le=32)
     containment_threshold: float = Field(0.8, gt=0, le=1)
     min_new_shingles: int = Field(3, ge=1)
+    min_new_share: float = Field(0.0, ge=0, le=1)
+    fingerprint_unit: Literal["paragraph", "line"] = "paragraph"
+    near_duplicate: Literal["off", "jaccard", "containment"] = "off"
+    near_duplicate_threshold: float = Field(0.9, gt=0, le=1)
     final_deadline_sec: NonNeg = 120.0
     system_prompt: str | None = Field(None, description="Replaces the default research system prompt")
 
@@ -257,7 +263,9 @@ class Scenario(_Strict):
     source: str | None = Field(None, exclude=True)
 
 
-assert NORMALIZATIONS == ("none", "basic", "default", "logs", "ocr", "all")  # keep LoopSpec's Literal in step
+# Keep LoopSpec's Literals in step with the rule's choices.
+assert NORMALIZATIONS == ("none", "basic", "default", "logs", "ocr", "all")
+assert FINGERPRINT_UNITS == ("paragraph", "line") and NEAR_DUPLICATE == ("off", "jaccard", "containment")
 
 
 # ---- loading --------------------------------------------------------------------------

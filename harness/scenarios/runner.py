@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from imprint_core.trace import EventLog, TraceWriter
 from imprint_core.types import CancelToken, Clock, Provider
 
 from .expectations import Failure, check
-from .model import Scenario
+from .model import LoopSpec, Scenario
 from .providers import provider_session
 from .simtools import build_tools
 
@@ -75,9 +76,8 @@ def loop_config(scn: Scenario) -> LoopConfig:
                       final_deadline_sec=l.final_deadline_sec, max_retries=l.max_retries,
                       section_workers=l.section_workers, **({"system_prompt": l.system_prompt}
                                                              if l.system_prompt else {}),
-                      novelty=NoveltyConfig(normalization=l.normalization,
-                                            containment_threshold=l.containment_threshold,
-                                            min_new_shingles=l.min_new_shingles))
+                      novelty=NoveltyConfig(**{f.name: getattr(l, f.name) for f in dataclasses.fields(NoveltyConfig)
+                                               if f.name in LoopSpec.model_fields}))
 
 
 def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id: str | None = None,

@@ -3,12 +3,15 @@ research-loop.md, "Progress"), and the patience rule that stops research
 after rounds without it.
 
 Where things live (start with rule.py):
-- rule.py: the rule. NoveltyConfig, EvidenceVerdict, RoundNovelty,
-  NoveltyTracker, PatienceRule.
+- rule.py: the rule. NoveltyConfig (every parameter, with its default),
+  EvidenceVerdict, RoundNovelty, NoveltyTracker, PatienceRule.
 - normalization.py: the normalization variants, the mask profiles and the
   masks of volatile tokens (the reference regexes, each with its category).
+- echo.py: a call's own arguments echoed in its result; empty JSON reads.
 - segmentation.py: a tool result into evidence units (JSON hits, paragraphs).
-- fingerprints.py: windows, shingles and their 64-bit fingerprints.
+- fingerprints.py: lines, shingles, content-defined windows and their
+  64-bit fingerprints.
+- neardup.py: sketches of whole results, for near-duplicate matching.
 - store.py: the bounded two-generation stores the tracker remembers with.
 - _fast_masks.py, _tally.py: speed-ups, quarantined; each gives the answer of
   a plain definition elsewhere (tests/test_novelty_speed_invariants.py).

@@ -308,7 +308,14 @@ def find_ago(t: str, s: Shape):
 
 
 def find_relative_day(t: str, s: Shape):
-    return sorted(_words_in(t, ("yesterday", "today", "tomorrow", "just now"))) or None
+    # "yesterday" and "today" end in "day": one search finds both.
+    out = _words_in(t, ("tomorrow", "just now"))
+    for i in _find_all(t, "day"):
+        if i >= 6 and t.startswith("yester", i - 6):
+            out.append(i - 6)
+        elif i >= 2 and t.startswith("to", i - 2):
+            out.append(i - 2)
+    return sorted(out) or None
 
 
 def find_score(t: str, s: Shape):

@@ -29,6 +29,7 @@ class Tally(NamedTuple):
     known: np.ndarray        # ... which the store holds
     new: np.ndarray          # per window: new by containment (seen windows not yet excluded)
     new_shingles: list[int]  # per result: its distinct shingles the store does not hold
+    sizes: np.ndarray        # per window: its distinct shingles (0 for a seen window)
 
 
 def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
@@ -56,6 +57,7 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
             known_per_result = np.bincount(owner[known_window], minlength=nv)
         new_shingles = (np.bincount(owner, weights=counts, minlength=nv).astype(np.intp)
                         - known_per_result).tolist()
+        sizes = counts
     else:
         first = np.empty(s.size, bool)
         first[0] = True
@@ -73,7 +75,8 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
         first_in_result = first                    # (first is not needed any more)
         first_in_result[1:] |= r[1:] != r[:-1]
         new_shingles = np.bincount(r[first_in_result & ~known_sorted], minlength=nv).tolist()
-    return Tally(distinct, in_young, known, new, new_shingles)
+        sizes = per_window
+    return Tally(distinct, in_young, known, new, new_shingles, sizes)
 
 
 def round_union(sets: list[AbstractSet[int]],

@@ -1,31 +1,99 @@
-"""Fingerprints: the windows and shingles a paragraph is judged by, hashed.
+"""Fingerprints: the shingles and windows evidence is judged by, hashed.
 
-A unit's words (as str.split() gives them) are judged in windows of
-WINDOW_WORDS words; a window's shingles are its SHINGLE_WORDS-word runs, or
-the whole window if shorter. A fingerprint is a 64-bit hash of the UTF-8
-bytes of a span of normalized text: one shingle (five words joined by single
-spaces) or one window. All the spans of a round are hashed at once: a
-polynomial hash mod 2**64 from prefix sums, sum((b[j] + 1) * P**j), shifted
-to the span's start by the inverse power of P. Deterministic across processes
-and machines (no str hash()), never 0 (0 marks an empty slot in the store).
+A unit's lines are its newline-separated lines, each reduced to its words
+(as str.split() gives them) joined by single spaces; empty lines are left
+out. A *shingle* is a run of `width` words (SHINGLE_WORDS by default) inside
+one line, or the whole line if it is shorter: shingles never cross a line
+break, so the order of a unit's lines changes none of them.
+
+A *span* is a unit (paragraph fingerprints) or a line (line fingerprints).
+A span of up to 2 * WINDOW_MIN words is one *window*; a longer one is cut
+into windows where its content says (window_cuts): before an *anchor* (a
+shingle whose mixed fingerprint's top 24 bits are 0 modulo ANCHOR_EVERY,
+is_anchor_plain) at least WINDOW_MIN words after the last cut and before the
+end, or WINDOW_MAX words after the last cut if no anchor comes. Cutting at fixed offsets would move
+every window when a word is added at the start; anchors move with the text.
+A shingle belongs to the window its first word is in.
+
+A shingle fingerprint is a 64-bit hash of the UTF-8 bytes of the shingle
+(its words joined by single spaces): a polynomial hash mod 2**64,
+sum((b[j] + 1) * P**j) (span_hash_plain), computed for all the shingles of a
+round at once from prefix sums (never 0: 0 marks an empty slot in the store).
+A window's fingerprint is the sum mod 2**64 of the mixed (mix64) fingerprints
+of its judged shingles: a multiset hash, so reordered lines give the same
+window. Deterministic across processes and machines (no str hash()).
+
+Shingles that touch an excluded word (the call's own arguments echoed in its
+result) are not judged: they are remembered (`extra`) but never counted.
 """
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 SHINGLE_WORDS = 5
-WINDOW_WORDS = 200  # long paragraphs are judged in windows of this many words
+WINDOW_WORDS = 200                   # a long span is cut into windows of about this many words
+WINDOW_MIN = WINDOW_WORDS // 2       # no window is shorter, but a whole span
+WINDOW_MAX = 2 * WINDOW_WORDS        # no window is longer, but a span's last
+ANCHOR_EVERY = WINDOW_WORDS - WINDOW_MIN  # one shingle in this many is an anchor
 
 _P = 0x9E3779B97F4A7C15                     # odd, so invertible mod 2**64
 _P_INV = pow(_P, -1, 1 << 64)
+_MASK64 = (1 << 64) - 1
+_MIX = 0xBF58476D1CE4E5B9
 _POWERS = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
 _ONE = np.uint64(1)
 _ZERO = np.zeros(1, np.intp)
+_NONE = np.empty(0, np.uint64)
 _SEPARATORS = bytes(1 if i == 32 else 2 if i == 10 else 0 for i in range(256))  # space 1, newline 2
+
+
+def span_hash_plain(data: bytes) -> int:
+    """The fingerprint of a span of normalized text, by definition."""
+    h, p = 0, 1
+    for b in data:
+        h = (h + (b + 1) * p) & _MASK64
+        p = (p * _P) & _MASK64
+    return h or 1
+
+
+def mix64_plain(x: int) -> int:
+    """A fingerprint mixed: its high half folded into its low half, times an
+    odd constant. Anchors read its top bits; window fingerprints sum it."""
+    return ((x ^ (x >> 32)) * _MIX) & _MASK64
+
+
+def is_anchor_plain(h: int) -> bool:
+    """Whether a shingle with fingerprint h is an anchor (a window may start at it)."""
+    return (mix64_plain(h) >> 40) % ANCHOR_EVERY == 0
+
+
+def mix64(a: np.ndarray) -> np.ndarray:
+    """mix64_plain of every element (a new array)."""
+    x = a >> np.uint64(32)
+    x ^= a
+    x *= np.uint64(_MIX)
+    return x
+
+
+def window_cuts(n: int, anchors: Iterable[int]) -> list[int]:
+    """Where a span of n words is cut into windows, given the (ascending)
+    words where an anchor shingle starts: before an anchor at least
+    WINDOW_MIN words after the last cut and before the end; WINDOW_MAX words
+    after the last cut when no anchor comes in time."""
+    cuts: list[int] = []
+    last = 0
+    for a in [*anchors, n]:
+        while a - last > WINDOW_MAX and n - (last + WINDOW_MAX) >= WINDOW_MIN:
+            last += WINDOW_MAX
+            cuts.append(last)
+        if a < n and a - last >= WINDOW_MIN and n - a >= WINDOW_MIN:
+            cuts.append(a)
+            last = a
+    return cuts
 
 
 def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +108,7 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _span_hashes(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Fingerprints of data[starts[i]:ends[i]] for every i."""
+    """span_hash_plain(data[starts[i]:ends[i]]) for every i."""
     b = np.frombuffer(data, np.uint8)
     pw, ipw = _powers(b.size + 1)
     prefix = np.empty(b.size + 1, np.uint64)
@@ -53,105 +121,185 @@ def _span_hashes(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarra
 
 
 @dataclass
+class Lines:
+    """Units as canonical lines: word k is data[bounds[k] + 1:bounds[k + 1]]."""
+    data: bytes
+    bounds: np.ndarray
+    first: np.ndarray      # the first word of each line
+    size: np.ndarray       # words per line
+    unit: np.ndarray       # the unit (index into the units given) of each line
+    units_kept: Sequence[str]  # the units with a word, canonical
+
+    def word_at(self, pos: np.ndarray) -> np.ndarray:
+        """The word that byte positions fall in (or the one before a separator)."""
+        return self.bounds.searchsorted(pos, "left") - 1
+
+
+@dataclass
 class Windows:
-    """The windows (judged paragraphs) of some units and their shingles."""
-    hashes: np.ndarray      # one fingerprint per window
+    """The windows of some units and their shingles."""
+    hashes: np.ndarray      # one fingerprint per window (0: no judged shingle)
     unit: np.ndarray        # the unit (index into the units given) of each window
-    shingles: np.ndarray    # the windows' shingle fingerprints, window after window
-    counts: np.ndarray      # shingles per window
+    shingles: np.ndarray    # the windows' judged shingle fingerprints, window after window
+    counts: np.ndarray      # judged shingles per window
+    extra: np.ndarray       # the shingles not judged (remembered all the same)
 
 
 # What str.split() splits on, beyond the space and the newline.
 _OTHER_ASCII_SPACE = tuple(c for c in map(chr, range(128)) if c.isspace() and c not in " \n")
 _NON_ASCII_SPACE = tuple(c for c in map(chr, range(128, 0x10000)) if c.isspace())
+_NOT_CANONICAL = ("  ", " \n", "\n ", "\n\n")
 
 
-def canonical(units: Sequence[str]) -> tuple[bytes, np.ndarray] | None:
-    """The units' words joined by single spaces, units joined by newlines
-    (empty ones left out), as UTF-8; and the index of each unit kept. Most
-    units are canonical already; only the others are split and joined."""
+def _canonical_unit(u: str) -> str:
+    return "\n".join(filter(None, (" ".join(line.split()) for line in u.split("\n"))))
+
+
+def canonical(units: Sequence[str]) -> Lines | None:
+    """The units' canonical lines joined by newlines, as UTF-8 (None: no
+    word at all). Most units are canonical already; only the others are
+    split and joined."""
     joined = "\n".join(units)
     if not joined:
         return None
     checks = [c for c in _OTHER_ASCII_SPACE if c in joined]   # what, found in a unit, means it is not
-    if joined.count("\n") != len(units) - 1:
-        checks.append("\n")
-    if "  " in joined:
-        checks.append("  ")
     if not joined.isascii():
         checks += [c for c in _NON_ASCII_SPACE if c in joined]
-    # An empty or space-edged unit, looked at unit by unit: cheaper than
-    # searching the joined text for " \n", "\n " and "\n\n".
-    need = [not u or u[0] == " " or u[-1] == " " for u in units]
-    if not checks and not any(need):
-        return joined.encode(), np.arange(len(units))
-    for c in checks:
+    if not checks:
+        data = joined.encode()
+        kinds = np.frombuffer(data.translate(_SEPARATORS), np.uint8)
+        seps = kinds.nonzero()[0]
+        # Two separators in a row, or one at an edge: an empty word, so an
+        # empty unit or line, or spaces to collapse.
+        if not seps.size or seps[0] and seps[-1] != len(data) - 1 and not (seps[1:] - seps[:-1] == 1).any():
+            return _lines(data, kinds, seps, np.arange(len(units)), units)
+    need = [not u or u[0] in " \n" or u[-1] in " \n" for u in units]
+    for c in checks + list(_NOT_CANONICAL):
         need = [n or c in u for n, u in zip(need, units)]
-    canon = [" ".join(u.split()) if n else u for n, u in zip(need, units)]
-    kept = list(filter(None, canon))
+    canon = [_canonical_unit(u) if n else u for n, u in zip(need, units)]
+    kept = [i for i, c in enumerate(canon) if c]
     if not kept:
         return None
-    index = np.arange(len(canon)) if len(kept) == len(canon) else \
-        np.flatnonzero(np.fromiter(map(bool, canon), bool, len(canon)))
-    return "\n".join(kept).encode(), index
-
-
-def windows_of(units: Sequence[str]) -> Windows | None:
-    """Windows of WINDOW_WORDS words over each unit's whitespace-split words;
-    a window's shingles are its 5-word runs, or the whole window if shorter."""
-    canon = canonical(units)
-    if canon is None:
-        return None
-    data, unit_of = canon
+    if len(kept) < len(canon):
+        canon = [canon[i] for i in kept]
+    data = "\n".join(canon).encode()
     kinds = np.frombuffer(data.translate(_SEPARATORS), np.uint8)
-    seps = kinds.nonzero()[0]
+    return _lines(data, kinds, kinds.nonzero()[0], np.array(kept, np.intp), canon)
+
+
+def _lines(data: bytes, kinds: np.ndarray, seps: np.ndarray, index: np.ndarray, canon: Sequence[str]) -> Lines:
+    per_unit = np.fromiter((u.count("\n") for u in canon), np.intp, len(canon))
+    per_unit += 1
     nw = seps.size + 1
     bounds = np.empty(nw + 1, np.intp)                 # word k is data[bounds[k] + 1:bounds[k + 1]]
     bounds[0] = -1
     bounds[1:-1] = seps
     bounds[-1] = len(data)
-    first = (kinds[seps] == 2).nonzero()[0]            # a unit starts after each newline
+    first = (kinds[seps] == 2).nonzero()[0]            # a line starts after each newline
     first += 1
     first = np.concatenate((_ZERO, first))
     size = np.empty_like(first)
     np.subtract(first[1:], first[:-1], out=size[:-1])
     size[-1] = nw - first[-1]
-    if size.max() > WINDOW_WORDS:                      # long units: windows of WINDOW_WORDS
-        per_unit = (size + (WINDOW_WORDS - 1)) // WINDOW_WORDS
-        which = np.repeat(np.arange(first.size), per_unit)
-        k = np.arange(which.size) - np.repeat(np.cumsum(per_unit) - per_unit, per_unit)
-        first = first[which] + k * WINDOW_WORDS
-        size = np.minimum(size[which] - k * WINDOW_WORDS, WINDOW_WORDS)
-        unit_of = unit_of[which]
-    last = first + size
-    last -= 1
-    k = SHINGLE_WORDS - 1
-    counts = size - k
+    return Lines(data, bounds, first, size, index.repeat(per_unit), canon)
+
+
+Exclude = Callable[[Lines], "np.ndarray | None"]   # the words not to judge, as flags (None: every word is judged)
+
+
+def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool = False,
+               exclude: Exclude | None = None) -> Windows | None:
+    """The windows of units (see the module's docstring) and their shingles."""
+    text = canonical(units)
+    if text is None:
+        return None
+    bounds, first, size = text.bounds, text.first, text.size
+    k = width - 1
+    counts = size - k                                  # shingles per line
     if counts.min() >= 1:
-        sh_first = np.arange(nw - k * first.size) + (first - (counts.cumsum() - counts)).repeat(counts)
-        sh_last = sh_first + k
-    else:                                              # a short window is one shingle
-        np.maximum(counts, 1, out=counts)
-        offsets = counts.cumsum() - counts
+        offsets = counts.cumsum()
+        offsets -= counts
         sh_first = np.arange(int(offsets[-1] + counts[-1])) + (first - offsets).repeat(counts)
-        sh_last = np.minimum(sh_first + k, last.repeat(counts))
-    starts = bounds[np.concatenate((first, sh_first))]
+        sh_last = sh_first + k
+    else:                                              # a short line is one shingle
+        np.maximum(counts, 1, out=counts)
+        offsets = counts.cumsum()
+        offsets -= counts
+        sh_first = np.arange(int(offsets[-1] + counts[-1])) + (first - offsets).repeat(counts)
+        sh_last = np.minimum(sh_first + k, (first + size - 1).repeat(counts))
+    starts = bounds[sh_first]
     starts += 1
-    ends = bounds[np.concatenate((last, sh_last)) + 1]
-    h = _span_hashes(data, starts, ends)
-    return Windows(hashes=h[:first.size], unit=unit_of, shingles=h[first.size:], counts=counts)
+    h = _span_hashes(text.data, starts, bounds[sh_last + 1])
+    mixed = mix64(h)
+
+    # Spans: lines, or the lines of a unit together; windows: spans, the
+    # long ones cut at their anchors. win_open: each window's first shingle.
+    if per_line or text.unit.size == len(text.units_kept):
+        span_first, span_size, win_unit, win_counts, win_open = first, size, text.unit, counts, offsets
+    else:
+        opens = np.empty(text.unit.size, bool)
+        opens[0] = True
+        np.not_equal(text.unit[1:], text.unit[:-1], out=opens[1:])
+        at = opens.nonzero()[0]
+        span_first, win_unit, win_open = first[at], text.unit[at], offsets[at]
+        span_size, win_counts = np.add.reduceat(size, at), np.add.reduceat(counts, at)
+    if bounds.size - 1 > 2 * WINDOW_MIN:               # there may be a long span
+        long = (span_size > 2 * WINDOW_MIN).nonzero()[0]
+        if long.size:
+            win_unit, win_counts, win_open = _cut(long, span_first, span_size, win_unit, win_counts, win_open,
+                                                  sh_first, mixed)
+
+    judged = None
+    if exclude is not None:
+        flags = exclude(text)
+        if flags is not None and flags.any():
+            seen = np.concatenate((_ZERO, flags.cumsum()))
+            judged = seen[sh_last + 1] == seen[sh_first]
+    if judged is None:
+        fps = np.add.reduceat(mixed, win_open)
+        np.maximum(fps, _ONE, out=fps)
+        return Windows(fps, win_unit, h, win_counts, _NONE)
+    mixed[~judged] = 0
+    fps = np.add.reduceat(mixed, win_open)
+    judged_counts = np.add.reduceat(judged.astype(np.intp), win_open)
+    fps = np.where(judged_counts > 0, np.maximum(fps, _ONE), np.uint64(0))
+    return Windows(fps, win_unit, h[judged], judged_counts, h[~judged])
 
 
-def shingles(words: Sequence[str]) -> set[int]:
-    """64-bit fingerprints of the 5-word shingles; a shorter text is one shingle.
-    (Words are whitespace-free tokens, as str.split() gives them.)"""
+def _cut(long: np.ndarray, span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed):
+    """The windows of spans, the long ones (indices `long`) cut by window_cuts at their anchors."""
+    pieces = np.ones(span_size.size, np.intp)
+    cut_counts = []
+    for s in long.tolist():
+        lo, hi = int(win_open[s]), int(win_open[s] + win_counts[s])
+        rel = sh_first[lo:hi] - span_first[s]
+        anchors = rel[(mixed[lo:hi] >> np.uint64(40)) % np.uint64(ANCHOR_EVERY) == 0].tolist()  # is_anchor_plain
+        cuts = window_cuts(int(span_size[s]), anchors)
+        if cuts:
+            pieces[s] = len(cuts) + 1
+            cut_counts.append((s, np.diff(rel.searchsorted(np.array([0, *cuts, int(span_size[s])]), "left"))))
+    if not cut_counts:
+        return win_unit, win_counts, win_open
+    base = pieces.cumsum() - pieces
+    counts = win_counts.repeat(pieces)
+    for s, pc in cut_counts:
+        counts[base[s]:base[s] + pc.size] = pc
+    opens = counts.cumsum()
+    opens -= counts
+    return win_unit.repeat(pieces), counts, opens
+
+
+def shingles(words: Sequence[str], width: int = SHINGLE_WORDS) -> set[int]:
+    """64-bit fingerprints of the `width`-word shingles of one line; a
+    shorter line is one shingle. (Words are whitespace-free tokens, as
+    str.split() gives them.)"""
     if not words:
         return set()
     data = " ".join(words).encode()
     lens = np.fromiter((len(w.encode()) for w in words), np.intp, len(words))
     ends = np.cumsum(lens + 1) - 1
     starts = ends - lens
-    k = SHINGLE_WORDS - 1
+    k = width - 1
     if len(words) <= k:
         s, e = starts[:1], ends[-1:]
     else:
@@ -173,8 +321,9 @@ class FingerprintSet(AbstractSet):
     """A judged result's distinct fingerprints: a read-only set of ints over a
     sorted numpy array, so that a round's union is taken without Python sets.
     It remembers what the store held of them when judged (`in_young`,
-    `known`, valid while the store's `version` is `version`)."""
-    __slots__ = ("array", "_list", "in_young", "known", "version")
+    `known`, valid while the store's `version` is `version`), and carries
+    what else the commit remembers (`extra`, `sketch`)."""
+    __slots__ = ("array", "_list", "in_young", "known", "version", "extra", "sketch")
 
     def __init__(self, values: Iterable[int] | np.ndarray = (), in_young: np.ndarray | None = None,
                  known: np.ndarray | None = None, version: int = -1):
@@ -184,6 +333,8 @@ class FingerprintSet(AbstractSet):
             self.array = as_fingerprints(values)
         self._list = None
         self.in_young, self.known, self.version = in_young, known, version
+        self.extra = _NONE       # fingerprints to remember that were not judged (echoes)
+        self.sketch = None       # the result's near-duplicate sketch, when the rule keeps them
 
     def __len__(self) -> int:
         return self.array.size

@@ -3,18 +3,29 @@
 ADR 0102 and research-loop.md ("Progress"), as this module applies them:
 
 - Evidence is what read calls returned, judged on normalized text
-  (normalization.py), never on the query that fetched it. A result is split
-  into units (segmentation.py: JSON hits or paragraphs); a unit's words are
-  judged in windows of WINDOW_WORDS words (fingerprints.py).
-- A window is *new* when it was not seen exactly before and fewer than
-  `containment_threshold` of its distinct 5-word shingles are in the store.
-- A round makes *progress* when it has a new window and its results together
-  (the union, not the sum) add at least `min_new_shingles` shingles the store
-  does not hold.
+  (normalization.py: a profile of volatile-token masks), never on the query
+  that fetched it: the call's own argument values echoed in its result are
+  not judged (echo.py), and a JSON result holding nothing but them and empty
+  containers is an empty read. A result is split into units
+  (segmentation.py: JSON hits or paragraphs); units into windows of lines
+  (fingerprints.py: a paragraph, or with line fingerprints each line; long
+  ones cut where their content says), judged by their shingles, runs of
+  `shingle_words` words that never cross a line break.
+- A window is *new* when it was not seen exactly before (its fingerprint
+  does not depend on the order of its lines) and fewer than
+  `containment_threshold` of its distinct judged shingles are in the store.
+- A round makes *progress* when it has a new window, and its results
+  together (the union, not the sum) add at least `min_new_shingles` judged
+  shingles the store does not hold, or all of its largest new window when
+  that window is shorter (a short new fact counts), and at least
+  `min_new_share` of the judged shingles of all its windows.
+- With `near_duplicate` on, a result whose sketch is that close to an
+  earlier result's (neardup.py) adds nothing new; it is still remembered.
 - Every result of a round is judged against the store as it was before the
   round, so the verdict does not depend on result order; the round is then
-  remembered. The store is bounded (store.py): cycles stay visible while they
-  fit in it, memory stays flat however long the run.
+  remembered (its echoed shingles too, so that the same evidence is known
+  whichever query fetched it). The stores are bounded (store.py): cycles
+  stay visible while they fit in them, memory stays flat however long the run.
 - A tool error is not evidence: its text is normalized to a signature
   (`repeated_error` tells whether it was seen), and it never makes progress,
   nor does an empty read. Writes are not judged at all; PatienceRule leaves
@@ -23,37 +34,79 @@ ADR 0102 and research-loop.md ("Progress"), as this module applies them:
 
 The counting itself is done in bulk by _tally.py; judging results one by one
 (judge, then commit_round) gives the same verdicts as observe_round.
+tests/test_novelty_speed_invariants.py checks both against a plain tracker.
 """
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import xxhash
 
+from . import neardup
 from ._tally import round_union, tally_round
-from .fingerprints import FingerprintSet, windows_of
-from .normalization import check_variant, normalize, normalize_units
+from .echo import Echoes, evidence_free
+from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, unique, windows_of
+from .normalization import NORMALIZATIONS, normalize, normalize_units
 from .segmentation import segment
 from .store import BoundedHashSet, FingerprintStore
 
 _h64 = xxhash.xxh3_64_intdigest
 
+FINGERPRINT_UNITS = ("paragraph", "line")
+NEAR_DUPLICATE = ("off", "jaccard", "containment")
+MAX_SHINGLE_WORDS = 32
+
+
+def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _integer(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer; got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        raise ValueError(f"{name} must be {f'from {lo} to {hi}' if hi is not None else f'at least {lo}'}; "
+                         f"got {value}")
+
+
+def _share(name: str, value: Any, *, zero: bool) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        raise ValueError(f"{name} must be a number; got {value!r}")
+    if not (0 <= value <= 1 if zero else 0 < value <= 1):
+        raise ValueError(f"{name} must be in {'[0, 1]' if zero else '(0, 1]'}; got {value}")
+
 
 @dataclass(frozen=True)
 class NoveltyConfig:
-    normalization: str = "default"       # one of NORMALIZATIONS
-    containment_threshold: float = 0.8   # a paragraph is new below this
-    min_new_shingles: int = 3            # a round needs at least this many
-    shingle_capacity: int = 262_144
-    paragraph_capacity: int = 65_536
+    """The novelty rule's parameters: plain values, so that a sweep can set
+    any of them by name (dataclasses.replace). The defaults are the shipped rule."""
+    normalization: str = "default"       # none, basic, or a mask profile (normalization.PROFILES): default,
+                                         # logs, ocr, all
+    shingle_words: int = SHINGLE_WORDS   # words per shingle (1 to 32); shorter lines are one shingle
+    containment_threshold: float = 0.8   # a window is new below this share of known shingles, in (0, 1]
+    min_new_shingles: int = 3            # new shingles a round needs (or all of its largest new window)
+    min_new_share: float = 0.0           # ... and at least this share of its windows' shingles, in [0, 1]
+    fingerprint_unit: str = "paragraph"  # paragraph: a unit's lines are judged together; line: one by one
+    near_duplicate: str = "off"          # off, jaccard or containment: a near-copy of an earlier result
+    near_duplicate_threshold: float = 0.9  # ... is one that similar, in (0, 1]
+    shingle_capacity: int = 262_144      # shingles remembered (two generations)
+    paragraph_capacity: int = 65_536     # window fingerprints remembered (two generations)
 
     def __post_init__(self):
-        check_variant(self.normalization)
-        if not 0 < self.containment_threshold <= 1:
-            raise ValueError(f"containment_threshold must be in (0, 1], got {self.containment_threshold}")
+        _choice("normalization", self.normalization, NORMALIZATIONS)
+        _integer("shingle_words", self.shingle_words, 1, MAX_SHINGLE_WORDS)
+        _share("containment_threshold", self.containment_threshold, zero=False)
+        _integer("min_new_shingles", self.min_new_shingles, 1)
+        _share("min_new_share", self.min_new_share, zero=True)
+        _choice("fingerprint_unit", self.fingerprint_unit, FINGERPRINT_UNITS)
+        _choice("near_duplicate", self.near_duplicate, NEAR_DUPLICATE)
+        _share("near_duplicate_threshold", self.near_duplicate_threshold, zero=False)
+        _integer("shingle_capacity", self.shingle_capacity, 2)
+        _integer("paragraph_capacity", self.paragraph_capacity, 2)
 
 
 @dataclass
@@ -65,12 +118,17 @@ class EvidenceVerdict:
     new_shingles: int = 0
     error_signature: str | None = None
     repeated_error: bool = False
+    shingles: int = 0          # judged shingles of its windows, window by window
+    largest_new: int = 0       # distinct judged shingles of its largest new window
+    near_duplicate: bool = False
 
     def to_dict(self) -> dict:
         d = {"paragraphs": self.paragraphs, "new_paragraphs": self.new_paragraphs, "new_shingles": self.new_shingles}
         if self.error_signature:
             d["error_signature"] = self.error_signature
             d["repeated_error"] = self.repeated_error
+        if self.near_duplicate:
+            d["near_duplicate"] = True
         return d
 
 
@@ -79,12 +137,16 @@ class RoundNovelty:
     verdicts: list[EvidenceVerdict] = field(default_factory=list)
     new_paragraphs: int = 0
     new_shingles: int = 0   # the union over the round, not the sum
+    shingles: int = 0       # judged shingles of all the round's windows
+    largest_new: int = 0    # distinct judged shingles of the round's largest new window
 
     min_new_shingles: int = 1
+    min_new_share: float = 0.0
 
     @property
     def progress(self) -> bool:
-        return self.new_paragraphs > 0 and self.new_shingles >= self.min_new_shingles
+        return (self.new_paragraphs > 0 and self.new_shingles >= min(self.min_new_shingles, self.largest_new)
+                and self.new_shingles >= self.min_new_share * self.shingles)
 
 
 class PatienceRule:
@@ -106,19 +168,24 @@ class PatienceRule:
         return self.counter >= self.patience
 
 
-_EMPTY = FingerprintSet(np.empty(0, np.uint64))
 _NO_FLAGS = np.empty(0, bool)
+_NO_FINGERPRINTS = np.empty(0, np.uint64)
 
 
 @dataclass
 class _JudgedRound:
     verdicts: list[EvidenceVerdict]
-    paragraphs: list[int]          # the fingerprints of every window of the round
-    shingles: np.ndarray           # the distinct shingles of the round (unseen paragraphs only)
+    paragraphs: list[int]          # the fingerprints of every window of the round (0: nothing judged in it)
+    shingles: np.ndarray           # the distinct judged shingles of the round (unseen windows only)
     in_young: np.ndarray           # ... which the store's young generation holds
     known: np.ndarray              # ... which the store holds
     version: int                   # the store's version they were looked up at
     errors: set[int]
+    extra: np.ndarray = field(default_factory=lambda: _NO_FINGERPRINTS)  # shingles remembered, not judged
+    sketches: list = field(default_factory=list)  # per verdict: its near-duplicate sketch (or None)
+
+
+Result = Sequence[Any]   # (status, text, segments) or (status, text, segments, arguments)
 
 
 class NoveltyTracker:
@@ -134,17 +201,21 @@ class NoveltyTracker:
         self._shingles = FingerprintStore(self.config.shingle_capacity)
         self._paragraphs = BoundedHashSet(self.config.paragraph_capacity)  # a few per result: Python sets
         self._errors = BoundedHashSet(4_096)
+        self._sketches = neardup.SketchStore() if self.config.near_duplicate != "off" else None
 
-    def judge(self, status: str, text: str, segments: Sequence[str] | None = None) -> tuple[EvidenceVerdict, AbstractSet[int], set[int]]:
+    def judge(self, status: str, text: str, segments: Sequence[str] | None = None,
+              arguments: dict | None = None) -> tuple[EvidenceVerdict, AbstractSet[int], set[int]]:
         """Verdict for one result, plus the shingles and paragraph hashes to
-        commit once the whole round has been judged."""
-        jr = self._judge_round([(status, text, segments)])
+        commit once the whole round has been judged. `arguments`: the call's,
+        whose values echoed in the result are not evidence."""
+        jr = self._judge_round([(status, text, segments, arguments)])
         v = jr.verdicts[0]
         if v.error_signature:
             return v, set(), set(jr.errors)
         if v.status != "ok":
             return v, set(), set()
-        sh = FingerprintSet(jr.shingles, jr.in_young, jr.known, jr.version) if jr.shingles.size else _EMPTY
+        sh = FingerprintSet(jr.shingles, jr.in_young, jr.known, jr.version)
+        sh.extra, sh.sketch = jr.extra, jr.sketches[0]
         return v, sh, set(jr.paragraphs)
 
     def commit_round(self, judged: Sequence[tuple[EvidenceVerdict, AbstractSet[int], AbstractSet[int]]]) -> RoundNovelty:
@@ -153,18 +224,24 @@ class NoveltyTracker:
         shingle_sets: list[AbstractSet[int]] = []
         paras: list[int] = []
         errors: set[int] = set()
+        extra, sketches = [], []
         for v, sh, ps in judged:
             if v.error_signature:
                 errors |= ps
-            else:
-                if len(sh):
-                    shingle_sets.append(sh)
-                paras += ps
+                continue
+            if len(sh):
+                shingle_sets.append(sh)
+            paras += ps
+            if isinstance(sh, FingerprintSet):
+                extra.append(sh.extra)
+                sketches.append(sh.sketch)
         union, in_young, known, version = round_union(shingle_sets, self._shingles)
-        return self._commit(_JudgedRound([v for v, _, _ in judged], paras, union, in_young, known, version, errors))
+        extra_all = unique(np.concatenate(extra)) if extra else _NO_FINGERPRINTS
+        return self._commit(_JudgedRound([v for v, _, _ in judged], paras, union, in_young, known, version, errors,
+                                         extra_all, sketches))
 
-    def observe_round(self, results: Sequence[tuple[str, str, Sequence[str] | None]]) -> RoundNovelty:
-        """Judge a round's (status, text, segments) results, then remember them."""
+    def observe_round(self, results: Sequence[Result]) -> RoundNovelty:
+        """Judge a round's (status, text, segments[, arguments]) results, then remember them."""
         return self._commit(self._judge_round(results))
 
     @property
@@ -173,55 +250,106 @@ class NoveltyTracker:
 
     # ------------------------------------------------------------------
 
-    def _judge_round(self, results: Sequence[tuple[str, str, Sequence[str] | None]]) -> _JudgedRound:
+    def _judge_round(self, results: Sequence[Result]) -> _JudgedRound:
+        cfg = self.config
         verdicts: list[EvidenceVerdict] = []
         errors: set[int] = set()
         units: list[str] = []
         owners: list[int] = []           # the verdict of each unit
-        for status, text, segments in results:
+        echoes: dict[int, Echoes] = {}   # the verdicts whose call had arguments
+        for result in results:
+            status, text, segments = result[0], result[1], result[2]
+            arguments = result[3] if len(result) > 3 else None
             if status == "error":        # not evidence: a signature, to tell repeated errors
                 sig = f"{_h64(normalize(text, 'default').encode()):016x}"
                 verdicts.append(EvidenceVerdict(status, error_signature=sig, repeated_error=int(sig, 16) in self._errors))
                 errors.add(int(sig, 16))
                 continue
             us = list(segments) if segments is not None else segment(text)
-            if status != "ok" or not any(u.strip() for u in us):
+            echo = Echoes(arguments, cfg.normalization) if arguments and status == "ok" else None
+            if status != "ok" or not any(u.strip() for u in us) or evidence_free(text, echo):
                 verdicts.append(EvidenceVerdict("empty" if status == "ok" else status))
                 continue
+            if echo is not None and echo.pattern is not None:
+                echoes[len(verdicts)] = echo
             owners += [len(verdicts)] * len(us)
             units += us
             verdicts.append(EvidenceVerdict(status))
         nv = len(verdicts)
         version = self._shingles.version
-        win = windows_of(normalize_units(units, self.config.normalization)) if units else None
+        sketches: list = [None] * nv
+        normed = normalize_units(units, cfg.normalization) if units else []
+        owner_of_unit = np.array(owners, np.intp)
+        win = windows_of(normed, cfg.shingle_words, cfg.fingerprint_unit == "line",
+                         _echo_words(echoes, owner_of_unit) if echoes else None) if units else None
         if win is None:
-            return _JudgedRound(verdicts, [], np.empty(0, np.uint64), _NO_FLAGS, _NO_FLAGS, version, errors)
-        owner = np.array(owners, np.intp)[win.unit]       # the verdict of each window
-        for v, c in zip(verdicts, np.bincount(owner, minlength=nv).tolist()):
-            v.paragraphs = c
+            return _JudgedRound(verdicts, [], _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors, sketches=sketches)
+        owner = owner_of_unit[win.unit]       # the verdict of each window
+        shingles, counts, extra = win.shingles, win.counts, win.extra
+        if self._sketches is not None:        # a near-copy of an earlier result adds nothing new
+            near = np.zeros(nv, bool)
+            texts: dict[int, list[str]] = {}
+            for u, o in zip(normed, owners):
+                texts.setdefault(o, []).append(u)
+            for i, us in texts.items():
+                sk = neardup.sketch(" ".join(" ".join(us).split()).encode())
+                sketches[i] = sk
+                if sk is not None and self._sketches.best(*sk, cfg.near_duplicate) >= cfg.near_duplicate_threshold:
+                    near[i] = verdicts[i].near_duplicate = True
+            if near.any():
+                drop = near[owner].repeat(counts)
+                extra = np.concatenate((extra, shingles[drop]))
+                shingles, counts = shingles[~drop], np.where(near[owner], 0, counts)
+        for v, c, n in zip(verdicts, np.bincount(owner, minlength=nv).tolist(),
+                           np.bincount(owner, weights=counts, minlength=nv).astype(np.intp).tolist()):
+            v.paragraphs, v.shingles = c, n
         paragraphs = win.hashes.tolist()
 
         # An exactly seen paragraph is not new and adds nothing.
         seen = np.fromiter(map(self._paragraphs.__contains__, paragraphs), bool, len(paragraphs))
-        if seen.all():
-            return _JudgedRound(verdicts, paragraphs, np.empty(0, np.uint64), _NO_FLAGS, _NO_FLAGS, version, errors)
+        if seen.all() or not counts[~seen].any():
+            return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
+                                unique(extra), sketches)
         # Any other is new below the containment threshold.
-        t = tally_round(win.shingles, win.counts, seen, owner, nv, self._shingles.lookup,
-                        self.config.containment_threshold)
+        t = tally_round(shingles, counts, seen, owner, nv, self._shingles.lookup, cfg.containment_threshold)
         new = t.new & ~seen
         new_per_result = np.bincount(owner[new], minlength=nv).tolist()
-        for v, a, b in zip(verdicts, new_per_result, t.new_shingles):
-            v.new_paragraphs, v.new_shingles = a, b
-        return _JudgedRound(verdicts, paragraphs, t.shingles, t.in_young, t.known, version, errors)
+        largest = np.zeros(nv, np.intp)
+        np.maximum.at(largest, owner[new], t.sizes[new])
+        for v, a, b, m in zip(verdicts, new_per_result, t.new_shingles, largest.tolist()):
+            v.new_paragraphs, v.new_shingles, v.largest_new = a, b, m
+        return _JudgedRound(verdicts, paragraphs, t.shingles, t.in_young, t.known, version, errors, unique(extra),
+                            sketches)
 
     def _commit(self, jr: _JudgedRound) -> RoundNovelty:
-        rn = RoundNovelty(verdicts=jr.verdicts, min_new_shingles=self.config.min_new_shingles)
+        cfg = self.config
+        rn = RoundNovelty(verdicts=jr.verdicts, min_new_shingles=cfg.min_new_shingles, min_new_share=cfg.min_new_share)
         rn.new_paragraphs = sum(v.new_paragraphs for v in jr.verdicts)
+        rn.shingles = sum(v.shingles for v in jr.verdicts)
+        rn.largest_new = max((v.largest_new for v in jr.verdicts), default=0)
         union, in_young, known = jr.shingles, jr.in_young, jr.known
         if jr.version != self._shingles.version:  # judged before another commit: look again
             in_young, known = self._shingles.lookup(union)
         rn.new_shingles = union.size - int(np.count_nonzero(known))
         self._shingles.add_new(union[~in_young])
-        self._paragraphs.add_all(jr.paragraphs)
+        if jr.extra.size:
+            self._shingles.add_all(jr.extra)
+        self._paragraphs.add_all(p for p in jr.paragraphs if p)
         self._errors.add_all(jr.errors)
+        if self._sketches is not None:
+            self._sketches.add([sk for sk in jr.sketches if sk is not None])
         return rn
+
+
+def _echo_words(echoes: dict[int, Echoes], owner_of_unit: np.ndarray):
+    """The words of each result that its call's arguments echo (fingerprints.Exclude)."""
+    def exclude(lines: Lines) -> np.ndarray | None:
+        flags = np.zeros(lines.bounds.size - 1, bool)
+        line_owner = owner_of_unit[lines.unit]
+        found = False
+        for i, echo in echoes.items():
+            at = (line_owner == i).nonzero()[0]
+            if at.size:
+                found |= echo.words(lines, int(at[0]), int(at[-1]), flags)
+        return flags if found else None
+    return exclude

@@ -332,6 +332,10 @@ class ShellFacts:
     def searches(self) -> bool:
         return any(p in SEARCH_PROGRAMS for p in self.programs)
 
+    @property
+    def runs_code(self) -> bool:
+        return any(p in CODE_RUNNERS or re.fullmatch(r"python\d+(?:\.\d+)?", p) for p in self.programs)
+
 
 def shell_facts(command: str) -> ShellFacts:
     """What a shell command line does: whether any simple command in it writes
@@ -468,6 +472,23 @@ ERROR_OUTPUT = re.compile(
 tracebacks, `command not found`, missing files, `error:`/`fatal:`/`usage:`
 (git, patch, argparse), pytest's `ERROR: not found`, `SomethingError: ...`."""
 
+CODE_RUNNERS = frozenset({"python", "python2", "python3", "pytest", "py.test", "tox", "nox", "coverage", "node",
+                          "ruby", "rspec", "go", "cargo", "java", "mvn", "gradle", "make", "ctest", "php", "perl"})
+"""Programs that run the code under work (an interpreter, a test runner, a
+build). Their non-zero exit is the answer to what the agent asked (does it
+run, do the tests pass?): the traceback or the failing tests are evidence
+about the code, judged for novelty like any output, not a tool failure. A
+coding agent that fixes one import error after another gets a new
+traceback each time; one that reruns an unchanged failure gets the same
+one, which is no progress. Unless the runner itself could not start
+(`RUNNER_FAILED`)."""
+
+RUNNER_FAILED = re.compile(
+    r"^(?:.*can't open file|.*: No such file or directory|.*\bcommand not found\b|ERROR: (?:file or directory )?not found"
+    r"|(?:\S+: )?usage: |.*: error: unrecognized arguments)", re.M | re.I)
+"""Output lines that say a code runner never ran the code: a missing script
+or test id, a bad command line."""
+
 EMPTY_JSON_RESULTS = frozenset({"[]", "{}", "null", '""'})
 """A tool that returned an empty JSON value found nothing: an empty read (a
 search with no flights is not evidence)."""
@@ -484,7 +505,10 @@ def shell_status(kind: str, returncode: int | None, output: str, facts: ShellFac
     - non-zero exit of a write: error (the change failed or half-happened);
     - non-zero exit of a read with no output: `empty` when it searched
       (`SEARCH_PROGRAMS`: grep found nothing), else error;
-    - non-zero exit of a read whose output matches `ERROR_OUTPUT`: error;
+    - non-zero exit of a read that runs code (`CODE_RUNNERS`) with output:
+      `ok`, its traceback or failing tests are evidence about the code,
+      unless the runner never ran it (`RUNNER_FAILED`): error;
+    - non-zero exit of another read whose output matches `ERROR_OUTPUT`: error;
     - any other non-zero read: `ok`. Its output is evidence: failing tests,
       lint findings, `diff` differences, `grep -c` printing 0.
     """
@@ -497,6 +521,8 @@ def shell_status(kind: str, returncode: int | None, output: str, facts: ShellFac
         return ERROR
     if blank:
         return EMPTY if facts is not None and facts.searches else ERROR
+    if facts is not None and facts.runs_code:
+        return ERROR if RUNNER_FAILED.search(output) else OK
     return ERROR if ERROR_OUTPUT.search(output) else OK
 
 
