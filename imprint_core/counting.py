@@ -170,8 +170,8 @@ class CalibratedCounterLike(TokenCounter, Protocol):
 def select_counting(mode: str, provider: object) -> Counting:
     """Resolve the `chat.token_counting` setting for `provider`.
 
-    A provider that offers counting modes has `tokenizer` (an exact counter
-    or None) and `calibration` (a calibrated counter or None) beside its
+    A provider that offers counting modes has `exact_counter` (the server's
+    template and tokenizer, or None) and `calibrated_counter` (or None) beside its
     `counter` (the byte estimate); any other provider counts for itself and
     the setting does not apply to it. `auto`: the tokenizer, else the
     calibrated estimate, else the byte estimate; `tokenizer` or
@@ -180,10 +180,10 @@ def select_counting(mode: str, provider: object) -> Counting:
     if mode not in COUNTING_MODES:
         raise ValueError(f"unknown counting mode {mode!r}; allowed: {', '.join(COUNTING_MODES)}")
     native = provider.counter  # type: ignore[attr-defined]
-    if not hasattr(provider, "tokenizer") and not hasattr(provider, "calibration"):
+    if not hasattr(provider, "exact_counter") and not hasattr(provider, "calibrated_counter"):
         return Counting(mode, "native", native, exact=bool(getattr(native, "exact", False)))
-    tokenizer = getattr(provider, "tokenizer", None)
-    calibrated = getattr(provider, "calibration", None)
+    tokenizer = getattr(provider, "exact_counter", None)
+    calibrated = getattr(provider, "calibrated_counter", None)
     reconcile = bool(getattr(provider, "reports_usage", False))
     side: dict[str, TokenCounter] = {"byte": native}
     if calibrated is not None:

@@ -45,7 +45,7 @@ class FakeRemote:
 
     def __init__(self, tokenizer=None, calibration=None):
         self.counter = ByteEstimateCounter()
-        self.tokenizer, self.calibration = tokenizer, calibration
+        self.exact_counter, self.calibrated_counter = tokenizer, calibration
 
 
 def calibrated(points=()) -> CalibratedCounter:
@@ -80,6 +80,7 @@ def test_every_mode_resolves_to_the_counter_it_names(mode, has_tok, has_cal, use
 def test_providers_that_count_for_themselves_ignore_the_mode():
     from imprint_core import ScriptedProvider
     p = ScriptedProvider([], clock=VirtualClock())
+    p.tokenizer = object()  # a local model holds its tokenizer: that is not a counting mode
     for mode in COUNTING_MODES:
         c = select_counting(mode, p)
         assert c.used == "native" and c.counter is p.counter and not c.reconcile
@@ -165,9 +166,9 @@ def test_a_failed_tokenize_call_falls_back_to_the_byte_estimate_with_a_trace_eve
         return _chat_reply({"prompt_tokens": 61, "completion_tokens": 3})
 
     p = _remote(handler)
-    p.tokenizer = LlamaCppTokenize(p.client, p.base_url, p.model, chatml_function_calling(None))
+    p.exact_counter = LlamaCppTokenize(p.client, p.base_url, p.model, chatml_function_calling(None))
     with pytest.raises(CountingUnavailable):
-        p.tokenizer.probe()
+        p.exact_counter.probe()
     from imprint_core import ResearchLoop
     from imprint_core.trace import TraceWriter
     trace = TraceWriter(None, p.clock)
@@ -257,7 +258,7 @@ def test_the_caller_learns_from_usage_and_counts_the_next_request_calibrated():
         return _chat_reply({"prompt_tokens": 600, "completion_tokens": 3})
 
     p = _remote(handler)
-    p.calibration = calibrated()
+    p.calibrated_counter = calibrated()
     from imprint_core import ResearchLoop
     from imprint_core.trace import TraceWriter
     trace = TraceWriter(None, p.clock)
@@ -269,7 +270,7 @@ def test_the_caller_learns_from_usage_and_counts_the_next_request_calibrated():
     first, second = result.records
     assert first.counter == "utf8-bytes/3" and second.counter == "calibrated/3"
     assert second.estimated_prompt >= 500  # learned from the first: a longer prompt is not counted below it
-    assert p.calibration.store.points(p.calibration.key)[-1][2] == 600
+    assert p.calibrated_counter.store.points(p.calibrated_counter.key)[-1][2] == 600
     start = next(e for e in log.events if e.TYPE == "run_start")
     assert start.counting["mode"] == "calibrated" and start.counter == "calibrated/3"
 

@@ -104,14 +104,14 @@ def make_provider(scn: Scenario, clock: Clock, target: Target) -> RemoteProvider
                               extra_body=extra_body or None)
     # A scenario never reads the user's calibration cache: a fresh store per
     # run, so a session learns from its own measurements only.
-    provider.calibration = CalibratedCounter(CalibrationStore(None), provider.name, target.model,
+    provider.calibrated_counter = CalibratedCounter(CalibrationStore(None), provider.name, target.model,
                                              spec.bytes_per_token)
-    provider.tokenizer = scenario_tokenizer(spec, provider, tool_choice, extra_body)
+    provider.exact_counter = scenario_tokenizer(spec, provider, tool_choice, extra_body)
     return provider
 
 
 def scenario_tokenizer(spec: RemoteProviderSpec, provider: RemoteProvider, tool_choice, extra_body: dict):
-    """The exact counter of a remote scenario's server (`provider.tokenizer`),
+    """The exact counter of a remote scenario's server (`provider.exact_counter`),
     set up here, before the research time budget starts; None where there is
     none (the loop then falls back and traces it)."""
     from imprint_core.errors import CountingUnavailable, ModelUnavailable

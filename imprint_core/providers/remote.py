@@ -102,7 +102,7 @@ class RemoteProvider(_ResponseReader):
                  request_timeout: float = 120.0, connect_timeout: float = 10.0, name: str = "remote",
                  temperature: float | None = None, tool_choice: str | dict | None = None,
                  extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None,
-                 tokenizer: TokenCounter | None = None, calibration: TokenCounter | None = None):
+                 exact_counter: TokenCounter | None = None, calibrated_counter: TokenCounter | None = None):
         self.base_url = validate_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise UserInputError("a remote provider needs a model name", key="model", expected="a non-empty string")
@@ -120,7 +120,7 @@ class RemoteProvider(_ResponseReader):
         self.counter = counter or ByteEstimateCounter()
         # The other counting modes (issue 14; `counting.select_counting`): an
         # exact counter of the server's template and tokenizer, a calibrated one.
-        self.tokenizer, self.calibration = tokenizer, calibration
+        self.exact_counter, self.calibrated_counter = exact_counter, calibrated_counter
         self.request_timeout = float(request_timeout)
         self.connect_timeout = float(connect_timeout)
         self.temperature = temperature
@@ -147,10 +147,10 @@ class RemoteProvider(_ResponseReader):
             raise UserInputError(f"no model: set {MODEL_ENV} or the setting", key="model",
                                  expected="the model name the server serves")
         provider = cls(base_url, model, clock=clock, **kwargs)
-        if provider.calibration is None:
+        if provider.calibrated_counter is None:
             # The calibrated estimate learns across sessions in the user cache.
             from ..calibration import CalibratedCounter, CalibrationStore, default_calibration_path
-            provider.calibration = CalibratedCounter(CalibrationStore(default_calibration_path()), provider.name,
+            provider.calibrated_counter = CalibratedCounter(CalibrationStore(default_calibration_path()), provider.name,
                                                      provider.model)
         return provider
 
