@@ -94,6 +94,9 @@ class RequestRecord:
     measured_prompt: int | None = None
     measured_cached: int | None = None
     measured_output: int | None = None
+    counter: str | None = None             # the counter the estimate came from
+    estimates: dict[str, int] | None = None  # every counting mode's figure, for the report
+    reconciled: bool = False               # charged from the provider's reported usage
 
     def to_dict(self) -> dict:
         # Flat fields of plain values: a shallow copy, without asdict's deepcopy
@@ -152,12 +155,22 @@ class TokenLedger:
 
     def settle(self, r: Reservation, *, counter: TokenCounter, prompt_units: Sequence[int],
                output_units: Sequence[int], outcome: str, usage: Usage | None = None,
-               sent: bool = True) -> RequestRecord:
+               sent: bool = True, reconcile: bool = False, estimates: dict[str, int] | None = None
+               ) -> RequestRecord:
         """Charge by the policy; the rest of the reservation is refunded.
 
         prefix-refund: prompt tokens past the prefix this context already
         processed, plus the output actually generated; an unsent request is
-        refunded whole. reserve: the reservation is the charge."""
+        refunded whole. reserve: the reservation is the charge.
+
+        `reconcile` (issue 14): where the provider reported the prompt it
+        processed, that measurement replaces the estimate in the charge —
+        reserve: measured prompt plus the whole output allowance;
+        prefix-refund: measured prompt less the cached tokens it reported
+        (else less the prefix we counted as reused) plus the measured output.
+        The reservation made before the request is left as it was, so a
+        charge may exceed it: the refund is then negative (an extra charge),
+        and reserved = charged + refunded still holds."""
         with self._lock:
             del self._outstanding[r.id]
             self.totals.outstanding -= r.tokens
@@ -167,7 +180,18 @@ class TokenLedger:
             out_tokens = min(counter.to_tokens(len(output_units)), r.max_output)
             charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
             charged_output = out_tokens if sent else 0
-            if self.policy == "reserve":
+            reconciled = bool(reconcile and sent and usage is not None and usage.prompt_tokens is not None)
+            if reconciled:
+                assert usage is not None and usage.prompt_tokens is not None
+                if self.policy == "reserve":
+                    charged_prompt, charged_output = usage.prompt_tokens, r.max_output
+                else:
+                    cached = usage.cached_tokens if usage.cached_tokens is not None else reused
+                    charged_prompt = max(usage.prompt_tokens - min(cached, usage.prompt_tokens), 0)
+                    if usage.output_tokens is not None:
+                        charged_output = usage.output_tokens
+                charged = charged_prompt + charged_output
+            elif self.policy == "reserve":
                 charged = r.tokens
             else:
                 charged = min(charged_prompt + charged_output, r.tokens)
@@ -182,7 +206,8 @@ class TokenLedger:
                 output_tokens=out_tokens,
                 measured_prompt=usage.prompt_tokens if usage else None,
                 measured_cached=usage.cached_tokens if usage else None,
-                measured_output=usage.output_tokens if usage else None)
+                measured_output=usage.output_tokens if usage else None,
+                counter=counter.name, estimates=estimates, reconciled=reconciled)
             self.totals.charged += rec.charged
             self.totals.refunded += rec.refunded
             self.totals.requests += 1
@@ -190,7 +215,8 @@ class TokenLedger:
             return rec
 
     def record_final(self, *, counter: TokenCounter, estimated_prompt: int, max_output: int,
-                     output_units: Sequence[int], outcome: str, usage: Usage | None) -> RequestRecord:
+                     output_units: Sequence[int], outcome: str, usage: Usage | None,
+                     estimates: dict[str, int] | None = None) -> RequestRecord:
         """The final request is not reserved against the research budget; its
         usage is recorded like any other request's."""
         with self._lock:
@@ -201,7 +227,8 @@ class TokenLedger:
                 output_tokens=out,
                 measured_prompt=usage.prompt_tokens if usage else None,
                 measured_cached=usage.cached_tokens if usage else None,
-                measured_output=usage.output_tokens if usage else None)
+                measured_output=usage.output_tokens if usage else None,
+                counter=counter.name, estimates=estimates)
             self.final_records.append(rec)
             return rec
 

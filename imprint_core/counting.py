@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
 
-from .types import Message, ToolSpec
+from .types import Message, TokenCounter, ToolSpec
 
 # 3 bytes per token: English prose runs ~4 bytes/token on BPE vocabularies,
 # but JSON, code, numbers and non-English text run closer to 2-3. The budget
@@ -118,3 +119,92 @@ class RegexTokenCounter:
 
     def to_tokens(self, units: int) -> int:
         return units
+
+
+# ---- counting modes (issue 14) -------------------------------------------------------------
+COUNTING_MODES: tuple[str, ...] = ("byte", "calibrated", "tokenizer", "auto")
+
+
+def count_prompt(counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec]
+                 ) -> tuple[Sequence[int], int]:
+    """(units, tokens) of a prompt. A counter whose count is not a function
+    of the units alone (the calibrated fit's per-request overhead) has
+    `count(messages, tools)`; any other counts `to_tokens(len(units))`."""
+    count = getattr(counter, "count", None)
+    if count is not None:
+        return count(messages, tools)
+    units = counter.prompt_units(messages, tools)
+    return units, counter.to_tokens(len(units))
+
+
+@dataclass
+class Counting:
+    """How one loop counts its prompts: the counter the budget uses, the one
+    it falls back to when that one cannot count a request (with a trace
+    event), the modes counted beside it for the report, and whether
+    reported usage settles the ledger (reconciliation).
+
+    `mode` is the `chat.token_counting` setting; `used` the mode it resolved
+    to (`native` for providers that count for themselves: a local model's
+    tokenizer, the stub); `exact` says the count is the server's own."""
+    mode: str
+    used: str
+    counter: TokenCounter
+    fallback: TokenCounter | None = None
+    exact: bool = False
+    reconcile: bool = False
+    note: str | None = None
+    side: dict[str, TokenCounter] = field(default_factory=dict)
+    calibration: "CalibratedCounterLike | None" = None
+
+    def describe(self) -> dict:
+        return {"mode": self.mode, "used": self.used, "counter": self.counter.name, "exact": self.exact,
+                "reconcile": self.reconcile, "fallback": self.fallback.name if self.fallback else None,
+                "note": self.note, "side": sorted(self.side)}
+
+
+class CalibratedCounterLike(TokenCounter, Protocol):
+    def observe(self, messages: Sequence[Message], tools: Sequence[ToolSpec], measured_prompt: int) -> None: ...
+
+
+def select_counting(mode: str, provider: object) -> Counting:
+    """Resolve the `chat.token_counting` setting for `provider`.
+
+    A provider that offers counting modes has `exact_counter` (the server's
+    template and tokenizer, or None) and `calibrated_counter` (or None) beside its
+    `counter` (the byte estimate); any other provider counts for itself and
+    the setting does not apply to it. `auto`: the tokenizer, else the
+    calibrated estimate, else the byte estimate; `tokenizer` or
+    `calibrated` where the provider has none fall back to the byte
+    estimate, and `note` says so (the loop traces it)."""
+    if mode not in COUNTING_MODES:
+        raise ValueError(f"unknown counting mode {mode!r}; allowed: {', '.join(COUNTING_MODES)}")
+    native = provider.counter  # type: ignore[attr-defined]
+    if not hasattr(provider, "exact_counter") and not hasattr(provider, "calibrated_counter"):
+        return Counting(mode, "native", native, exact=bool(getattr(native, "exact", False)))
+    tokenizer = getattr(provider, "exact_counter", None)
+    calibrated = getattr(provider, "calibrated_counter", None)
+    reconcile = bool(getattr(provider, "reports_usage", False))
+    side: dict[str, TokenCounter] = {"byte": native}
+    if calibrated is not None:
+        side["calibrated"] = calibrated
+    if tokenizer is not None:
+        side["tokenizer"] = tokenizer
+    note = None
+    if mode in ("tokenizer", "auto") and tokenizer is not None:
+        # A tokenizer that fails on a request falls back to what `auto` would
+        # have picked without it.
+        fallback = calibrated if mode == "auto" and calibrated is not None else native
+        return Counting(mode, "tokenizer", tokenizer, fallback, True, reconcile, None, side, calibrated)
+    if mode == "tokenizer":
+        note = f"no tokenizer for {getattr(provider, 'name', 'this provider')}: counting with the byte estimate"
+        return Counting(mode, "byte", native, None, False, reconcile, note, side, calibrated)
+    if mode in ("calibrated", "auto") and calibrated is not None:
+        if mode == "auto":
+            note = (f"no tokenizer for {getattr(provider, 'name', 'this provider')}: counting with the "
+                    f"calibrated estimate")
+        return Counting(mode, "calibrated", calibrated, native, False, reconcile, note, side, calibrated)
+    if mode != "byte":
+        note = (f"neither a tokenizer nor a calibration for {getattr(provider, 'name', 'this provider')}: "
+                f"counting with the byte estimate")
+    return Counting(mode, "byte", native, None, False, reconcile, note, side, calibrated)

@@ -67,3 +67,9 @@ class SettingsError(UserInputError):
 
 class ModelUnavailable(UserInputError):
     """A local model folder that is missing or cannot be loaded."""
+
+
+class CountingUnavailable(ImprintError):
+    """A token counter could not count this request (a tokenize call failed,
+    no calibration yet for this kind of request). The caller falls back to
+    the next counter and traces why."""

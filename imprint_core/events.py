@@ -92,6 +92,10 @@ class RunStart(Event):
     deadline: float | None
     normalization: str
     tools: list[dict[str, Any]]
+    # How prompts are counted (issue 14): the `chat.token_counting` mode, what
+    # it resolved to, whether it is exact and whether usage settles the ledger
+    # (`Counting.describe()`); None in traces written before it.
+    counting: dict[str, Any] | None = None
 
 
 @_event("tool_call")
@@ -198,6 +202,19 @@ def _record_fields() -> tuple[str, ...]:
 class RequestSettled(_Settled):
     duration: float = 0.0
     round: int = 0
+
+
+@_event("count_fallback")
+class CountFallback(Event):
+    """A prompt counted with another counter than the mode asked for: the
+    tokenizer could not count it (a tokenize call failed), or the calibration
+    has no measurement yet for such a request, or (role `setup`) the provider
+    has no counter of the mode at all. `wanted` and `used` are counter names."""
+    role: str
+    context_id: str
+    wanted: str
+    used: str
+    reason: str
 
 
 @_event("request_retry")

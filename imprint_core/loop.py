@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from .budget import Policy, RequestRecord, TimeBudget, TokenLedger
+from .counting import select_counting
 from .errors import ImprintError
-from .events import Answer, EmptyReply, RoundEnd, RunEnd, RunStart, Stopped, ToolCallStarted, ToolResultRecorded
+from .events import (Answer, CountFallback, EmptyReply, RoundEnd, RunEnd, RunStart, Stopped, ToolCallStarted,
+                     ToolResultRecorded)
 from .final import Evidence, FinalPlan, final_answer
 from .novelty import NoveltyConfig, NoveltyTracker, PatienceRule
 from .requests import ModelCaller
@@ -88,9 +90,10 @@ class ResearchLoop:
         self.on_answer = on_answer
         self.time = TimeBudget(clock, settings.research_timeout_sec)
         self.ledger = TokenLedger(settings.research_token_budget, self.config.policy)
+        self.counting = select_counting(settings.token_counting, provider)
         self.caller = ModelCaller(provider, ledger=self.ledger, time=self.time, clock=clock, cancel=self.cancel,
                                   trace=self.trace, max_retries=self.config.max_retries,
-                                  retry_backoff_sec=self.config.retry_backoff_sec)
+                                  retry_backoff_sec=self.config.retry_backoff_sec, counting=self.counting)
         self.novelty = NoveltyTracker(self.config.novelty)
         self.patience = PatienceRule(settings.research_no_progress_rounds)
         tools = list(tools)
@@ -118,10 +121,14 @@ class ResearchLoop:
         self.question = question
         self.time.start()
         self.trace.write(RunStart(question=question, settings=self.settings.to_dict(), policy=self.ledger.policy,
-                                  provider=self.provider.name, counter=self.provider.counter.name,
+                                  provider=self.provider.name, counter=self.counting.counter.name,
+                                  counting=self.counting.describe(),
                                   context_window=self.provider.context_window, deadline=self.time.deadline,
                                   normalization=self.config.novelty.normalization,
                                   tools=[s.to_dict() | {"kind": s.kind} for s in self.tool_specs]))
+        if self.counting.note:
+            self.trace.write(CountFallback(role="setup", context_id="", wanted=self.counting.mode,
+                                           used=self.counting.counter.name, reason=self.counting.note))
         messages = [Message("system", self.config.system_prompt), Message("user", question)]
         executor = ToolExecutor(self.tools, self.clock, self.time, self.cancel,
                                 on_call=lambda data: self.trace.write(ToolCallStarted(**data)),

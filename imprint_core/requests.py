@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from .budget import RequestRecord, TimeBudget, TokenLedger
-from .errors import ProviderError, TokenBudgetExceeded
-from .events import (BudgetExhausted, FinalRequest, FinalSettled, RequestReserved, RequestRetry,
+from .counting import Counting, count_prompt
+from .errors import CountingUnavailable, ProviderError, TokenBudgetExceeded
+from .events import (BudgetExhausted, CountFallback, FinalRequest, FinalSettled, RequestReserved, RequestRetry,
                      RequestSettled)
 from .trace import TraceWriter
 from .types import (CancelToken, Clock, Done, ErrorEvent, Message, ModelRequest, Provider, ProviderEvent,
@@ -108,18 +109,61 @@ class ModelCaller:
     time budget. Budgets, usage and retries live here, not in providers."""
 
     def __init__(self, provider: Provider, *, ledger: TokenLedger, time: TimeBudget, clock: Clock,
-                 cancel: CancelToken, trace: TraceWriter, max_retries: int = 2, retry_backoff_sec: float = 1.0):
+                 cancel: CancelToken, trace: TraceWriter, max_retries: int = 2, retry_backoff_sec: float = 1.0,
+                 counting: Counting | None = None):
         self.provider, self.ledger, self.time, self.clock = provider, ledger, time, clock
         self.cancel, self.trace = cancel, trace
         self.max_retries, self.retry_backoff_sec = max_retries, retry_backoff_sec
+        self.counting = counting or Counting("native", "native", provider.counter)
 
     @property
     def counter(self) -> TokenCounter:
-        return self.provider.counter
+        return self.counting.counter
+
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, role: str = "coordinator",
+              context_id: str = "coordinator") -> tuple[TokenCounter, Sequence[int], int]:
+        """(counter used, units, tokens) of a prompt. A counter that cannot
+        count it hands over to the mode's fallback, then to the provider's
+        own byte estimate, each hand-over traced as `count_fallback`."""
+        chain = [c for c in (self.counting.counter, self.counting.fallback, self.provider.counter) if c is not None]
+        wanted = chain[0]
+        for i, counter in enumerate(chain):
+            try:
+                units, tokens = count_prompt(counter, messages, tools)
+            except CountingUnavailable as exc:
+                if i == len(chain) - 1:
+                    raise
+                self.trace.write(CountFallback(role=role, context_id=context_id, wanted=wanted.name,
+                                               used=chain[i + 1].name, reason=str(exc)))
+                continue
+            return counter, units, tokens
+        raise AssertionError("unreachable")
 
     def estimate(self, messages: list[Message], tools: Sequence[ToolSpec] = ()) -> int:
-        counter = self.counter
-        return counter.to_tokens(len(counter.prompt_units(messages, list(tools))))
+        return self.count(messages, list(tools))[2]
+
+    def _side_estimates(self, messages: Sequence[Message], tools: Sequence[ToolSpec], used: TokenCounter,
+                        tokens: int) -> dict[str, int] | None:
+        """Every counting mode's figure for this prompt, for the report (modes
+        that cannot count it are left out); None where there is one mode."""
+        if not self.counting.side:
+            return None
+        out: dict[str, int] = {}
+        for mode, counter in self.counting.side.items():
+            if counter is used:
+                out[mode] = tokens
+                continue
+            try:
+                out[mode] = count_prompt(counter, messages, tools)[1]
+            except CountingUnavailable:
+                pass
+        return out
+
+    def _learn(self, messages: Sequence[Message], tools: Sequence[ToolSpec], usage: Usage | None) -> None:
+        """Feed a measured prompt to the calibration (issue 14)."""
+        cal = self.counting.calibration
+        if cal is not None and usage is not None and usage.prompt_tokens:
+            cal.observe(messages, tools, usage.prompt_tokens)
 
     def _deadline_passed(self) -> str:
         return f"research deadline of {self.time.timeout_sec:g} s passed"
@@ -128,15 +172,13 @@ class ModelCaller:
                  max_output: int, round: int) -> Reply:
         """Time and cancel checks, count, context check, reservation,
         streamed response, settlement, retries."""
-        counter = self.counter
         attempt = 0
         while True:
             if self.cancel.cancelled:
                 return Reply(stop=StopReason.CANCELLED, detail="cancelled before a model request")
             if self.time.expired():
                 return Reply(stop=StopReason.TIME_BUDGET, detail=self._deadline_passed())
-            units = counter.prompt_units(messages, tools)
-            estimate = counter.to_tokens(len(units))
+            counter, units, estimate = self.count(messages, tools, role=role, context_id=context_id)
             window = self.provider.context_window
             if estimate + max_output > window:
                 return Reply(stop=StopReason.CONTEXT_FULL,
@@ -158,7 +200,10 @@ class ModelCaller:
             record = self.ledger.settle(reservation, counter=counter, prompt_units=units,
                                         output_units=output_units(counter, got.usage, got.text, got.calls),
                                         outcome="error" if error else "cut" if interrupted else "ok",
-                                        usage=got.usage, sent=error is None or error.processed)
+                                        usage=got.usage, sent=error is None or error.processed,
+                                        reconcile=self.counting.reconcile,
+                                        estimates=self._side_estimates(messages, tools, counter, estimate))
+            self._learn(messages, tools, got.usage)
             self.trace.write(RequestSettled(record=record, duration=self.clock.now() - started,
                                             error=str(error) if error else None,
                                             interrupted=interrupted.value if interrupted else None, round=round))
@@ -219,8 +264,8 @@ class ModelCaller:
         budget, recorded like any other; its own deadline."""
         if self.cancel.cancelled:
             return Reply(stop=StopReason.CANCELLED, detail="cancelled before the final request")
-        counter = self.counter
-        estimate = self.estimate(messages) if estimate is None else estimate
+        counter, _, counted = self.count(messages, [], role="final", context_id="final")
+        estimate = counted if estimate is None else estimate
         deadline = self.clock.now() + deadline_sec
         self.trace.write(FinalRequest(estimated_prompt=estimate, max_tokens=max_tokens, deadline=deadline))
         got = self._stream(ModelRequest(messages, [], max_tokens, deadline, self.cancel, context_id="final",
@@ -229,7 +274,9 @@ class ModelCaller:
         record = self.ledger.record_final(counter=counter, estimated_prompt=estimate, max_output=max_tokens,
                                           output_units=output_units(counter, got.usage, got.text, ()),
                                           outcome="error" if error else "cut" if interrupted else "ok",
-                                          usage=got.usage)
+                                          usage=got.usage,
+                                          estimates=self._side_estimates(messages, [], counter, counted))
+        self._learn(messages, [], got.usage)
         self.trace.write(FinalSettled(record=record, error=str(error) if error else None,
                                       interrupted=interrupted.value if interrupted else None))
         return Reply(text=got.text, stop=interrupted, error=error, detail=str(error) if error else "", record=record)

@@ -18,24 +18,31 @@ from .files import atomic_write_text
 
 @dataclass(frozen=True)
 class SettingSpec:
+    """A numeric setting (`min`–`max`), or a choice among `choices`."""
     key: str
     type: type
     unit: str
-    default: int
-    min: int
-    max: int
+    default: Any
+    min: int | None
+    max: int | None
     description: str
+    choices: tuple[str, ...] = ()
 
     @property
     def env(self) -> str:
         return "IMPRINT_" + self.key.upper().replace(".", "_")
 
     def bounds(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
         return f"{self.min}–{self.max} {self.unit}".strip()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "type": self.type.__name__, "unit": self.unit, "default": self.default,
-                "min": self.min, "max": self.max, "description": self.description, "env": self.env}
+        out = {"key": self.key, "type": self.type.__name__, "unit": self.unit, "default": self.default,
+               "min": self.min, "max": self.max, "description": self.description, "env": self.env}
+        if self.choices:
+            out["choices"] = list(self.choices)
+        return out
 
 
 SPECS: dict[str, SettingSpec] = {s.key: s for s in (
@@ -52,7 +59,17 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
     # 32,768 the largest context of the models this project runs.
     SettingSpec("chat.max_tokens", int, "tokens", 1_024, 16, 32_768,
                 "Output allowance of the tools-free final answer request."),
+    # How a remote provider's prompts are counted before a request (issue 14;
+    # a local model always counts with its own tokenizer). See counting.py.
+    SettingSpec("chat.token_counting", str, "", "auto", None, None,
+                "Remote prompt counting. byte: the record's UTF-8 byte estimate (3 bytes per token). "
+                "calibrated: the byte estimate fitted to the provider's measured usage (upper envelope, per "
+                "provider and model, kept in the user cache). tokenizer: the server's own chat template and "
+                "tokenizer, exact. auto: tokenizer where the provider has one, else calibrated, else byte, "
+                "with a trace event saying which it fell back to.",
+                choices=("byte", "calibrated", "tokenizer", "auto")),
 )}
+NUMERIC_KEYS: tuple[str, ...] = tuple(k for k, s in SPECS.items() if not s.choices)
 
 # Read from old config files and left in them untouched, never applied.
 IGNORED_KEYS = frozenset({"chat.max_tool_iters"})
@@ -70,9 +87,15 @@ def spec_for(key: str, *, file: str | None = None, line: int | None = None) -> S
 _INTEGER = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
 
 
-def validate(key: str, value: Any, *, source: str | None = None, line: int | None = None) -> int:
+def validate(key: str, value: Any, *, source: str | None = None, line: int | None = None) -> Any:
     """Return `value` as the setting's type, or raise naming key, value and bounds."""
     spec = spec_for(key, file=source, line=line)
+    if spec.choices:
+        text = value.strip() if isinstance(value, str) else None
+        if text not in spec.choices:
+            raise SettingsError(f"{value!r} is not a valid choice", file=source, line=line, key=key,
+                                expected=spec.bounds())
+        return text
     parsed: int | None = None
     if isinstance(value, bool):
         parsed = None
@@ -102,6 +125,7 @@ class ResearchSettings:
     research_token_budget: int = SPECS["chat.research_token_budget"].default
     research_no_progress_rounds: int = SPECS["chat.research_no_progress_rounds"].default
     max_tokens: int = SPECS["chat.max_tokens"].default
+    token_counting: str = SPECS["chat.token_counting"].default
 
     def __post_init__(self) -> None:
         # Built in code or from a file, a run never sees a value out of bounds
@@ -119,7 +143,7 @@ class ResearchSettings:
             kwargs[key.removeprefix("chat.")] = validate(key, value, source=source)
         return cls(**kwargs)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {"chat." + k: v for k, v in self.__dict__.items()}
 
 
@@ -177,7 +201,7 @@ class Settings:
         atomic_write_text(self.path, tomlkit.dumps(doc))
 
     # -- API --------------------------------------------------------------------
-    def get(self, key: str) -> int:
+    def get(self, key: str) -> Any:
         return self.describe(key)["value"]
 
     def describe(self, key: str) -> dict[str, Any]:
@@ -193,7 +217,7 @@ class Settings:
     def list(self) -> list[dict[str, Any]]:
         return [self.describe(k) for k in SPECS]
 
-    def set(self, key: str, value: Any) -> int:
+    def set(self, key: str, value: Any) -> Any:
         parsed = validate(key, value)
         import tomlkit
         doc = self._load_document()
@@ -205,7 +229,7 @@ class Settings:
         return parsed
 
     def reset(self, key: str | None = None) -> None:
-        """Remove one key (or all four) from the file so the default applies;
+        """Remove one key (or all) from the file so the default applies;
         every other line of the file is kept."""
         keys = [spec_for(key).key] if key else list(SPECS)
         if not self.path.exists():

@@ -100,7 +100,7 @@ def _event(t: float, type: str, **data: Any) -> dict:
 
 
 def handmade_trace(path: Path, *, provider: str, provider_kind: str, ratios: list[float], scenario: str = "handmade",
-                   overrun: float = 0.0, header_extra: dict | None = None) -> Path:
+                   overrun: float = 0.0, header_extra: dict | None = None, counting: dict | None = None) -> Path:
     """A minimal complete trace: one research request per ratio (estimate /
     measured = ratio, measured 1000), one read round per request, and,
     with `overrun`, a blocking tool finishing that long after the deadline."""
@@ -111,7 +111,7 @@ def handmade_trace(path: Path, *, provider: str, provider_kind: str, ratios: lis
                                                                      "chat.research_no_progress_rounds": 4,
                                                                      "chat.max_tokens": 1024},
                  policy="prefix-refund", provider=provider, counter="x", context_window=8192, deadline=300.0,
-                 normalization="default", tools=[])]
+                 normalization="default", tools=[], **({"counting": counting} if counting else {}))]
     reserved = charged = 0
     t = 0.0
     for i, ratio in enumerate(ratios, start=1):

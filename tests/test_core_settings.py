@@ -10,6 +10,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from imprint_core import SPECS, ResearchSettings, Settings, SettingsError, validate
 from imprint_core import settings as settings_mod
+from imprint_core.settings import NUMERIC_KEYS
 
 EXPECTED = {
     "chat.research_timeout_sec": (300, 10, 3600, "seconds"),
@@ -22,6 +23,7 @@ ENV = {
     "chat.research_token_budget": "IMPRINT_CHAT_RESEARCH_TOKEN_BUDGET",
     "chat.research_no_progress_rounds": "IMPRINT_CHAT_RESEARCH_NO_PROGRESS_ROUNDS",
     "chat.max_tokens": "IMPRINT_CHAT_MAX_TOKENS",
+    "chat.token_counting": "IMPRINT_CHAT_TOKEN_COUNTING",
 }
 
 LEGACY_FILE = """\
@@ -62,7 +64,7 @@ def test_four_keys_with_spec_defaults_and_metadata(tmp_path):
     assert ResearchSettings() == s.resolve()
 
 
-@pytest.mark.parametrize("key", list(SPECS))
+@pytest.mark.parametrize("key", list(NUMERIC_KEYS))
 def test_exact_bounds_accepted_and_one_past_rejected(tmp_path, key):
     spec = SPECS[key]
     s = make(tmp_path)
@@ -92,7 +94,7 @@ def test_numeric_strings_accepted():
 
 
 @hsettings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(SPECS)), st.integers(min_value=-10_000_000, max_value=10_000_000))
+@given(st.sampled_from(sorted(NUMERIC_KEYS)), st.integers(min_value=-10_000_000, max_value=10_000_000))
 def test_property_accepts_exactly_the_bounds(key, value):
     spec = SPECS[key]
     inside = spec.min <= value <= spec.max
@@ -132,7 +134,7 @@ def test_file_override_and_env_override(tmp_path):
     assert (r.research_timeout_sec, r.max_tokens, r.research_no_progress_rounds) == (99, 2048, 7)
 
 
-@pytest.mark.parametrize("key", list(SPECS))
+@pytest.mark.parametrize("key", list(NUMERIC_KEYS))
 def test_each_env_variable_overrides_and_is_validated(tmp_path, key):
     spec = SPECS[key]
     s = Settings(tmp_path / "none.toml", environ={ENV[key]: str(spec.min)})
@@ -191,7 +193,7 @@ def test_legacy_env_variable_ignored(tmp_path):
     for value in ("3", "not a number", "-1"):
         s = make(tmp_path, LEGACY_FILE, env={"IMPRINT_CHAT_MAX_TOOL_ITERS": value})
         assert s.resolve() == ResearchSettings(research_timeout_sec=60)
-        assert len(s.list()) == 4
+        assert len(s.list()) == len(SPECS) == 5
     assert ResearchSettings.from_mapping({"chat.max_tool_iters": 3}) == ResearchSettings()
     assert s.resolve({"chat.max_tool_iters": 1}) == ResearchSettings(research_timeout_sec=60)
 
@@ -239,3 +241,21 @@ def test_settings_object_does_not_read_process_env_when_given_environ(tmp_path, 
     assert Settings(tmp_path / "c.toml", environ={}).get("chat.research_timeout_sec") == 300
     assert Settings(tmp_path / "c.toml").get("chat.research_timeout_sec") == 77
     assert os.environ["IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC"] == "77"
+
+
+def test_token_counting_is_a_choice_documented_in_the_list(tmp_path):
+    """Issue 14: the counting mode is a setting with four documented choices."""
+    s = make(tmp_path)
+    d = s.describe("chat.token_counting")
+    assert d["value"] == "auto" and d["choices"] == ["byte", "calibrated", "tokenizer", "auto"]
+    for mode in d["choices"]:
+        assert mode in d["description"]
+    assert s.set("chat.token_counting", " byte ") == "byte"
+    assert Settings(s.path, environ={}).resolve().token_counting == "byte"
+    with pytest.raises(SettingsError) as info:
+        s.set("chat.token_counting", "exact")
+    assert "chat.token_counting" in str(info.value) and "tokenizer" in str(info.value)
+    env = Settings(s.path, environ={"IMPRINT_CHAT_TOKEN_COUNTING": "calibrated"})
+    assert env.get("chat.token_counting") == "calibrated"
+    with pytest.raises(SettingsError):
+        ResearchSettings(token_counting="bytes")

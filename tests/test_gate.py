@@ -97,6 +97,41 @@ def test_a_replay_beside_its_recording_is_counted_once(setup, capsys) -> None:
     under = {r["subject"]: r for r in out["conditions"][1]["rows"]}["remote:vllm: under-counts"]
     assert under["figure"] == "25.0% of 8" and under["value"] == 0.25
 
+def test_condition_2_judges_the_counting_mode_the_budget_used(setup, capsys) -> None:
+    """Issue 14: an exact (tokenizer) mode is held to [divergence.exact]; a
+    byte baseline recorded on purpose is listed with its figures, unjudged;
+    a run with the default mode that counted approximately is judged by the
+    provider's band."""
+    d = setup["tmp"] / "modes"
+    exact = {"mode": "auto", "used": "tokenizer", "exact": True}
+    handmade_trace(d / "tok.jsonl", provider="remote", provider_kind="remote", ratios=[1.0] * 5,
+                   header_extra={"server": "llamacpp"}, scenario="tok", counting=exact)
+    handmade_trace(d / "base.jsonl", provider="remote", provider_kind="remote", ratios=[0.5, 3.0, 12.0],
+                   header_extra={"server": "llamacpp"}, scenario="base",
+                   counting={"mode": "byte", "used": "byte", "exact": False})
+    code, out = _check([str(d), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
+    rows = {r["subject"]: r for r in out["conditions"][1]["rows"]}
+    assert out["conditions"][1]["passed"]
+    assert rows["remote:llamacpp [tokenizer, exact]: median"]["threshold"] == "0.98–1.02"
+    assert rows["remote:llamacpp [tokenizer, exact]: under-counts"]["threshold"] == "≤ 0%"
+    base = rows["remote:llamacpp [baseline: chat.token_counting = byte]"]
+    assert base["passed"] is None and "median 3.000" in base["figure"]
+    # One under-count among exact counts fails: the exact band allows none.
+    handmade_trace(d / "tok2.jsonl", provider="remote", provider_kind="remote", ratios=[0.99] + [1.0] * 4,
+                   header_extra={"server": "llamacpp"}, scenario="tok2", counting=exact)
+    code, out = _check([str(d), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
+    rows = {r["subject"]: r for r in out["conditions"][1]["rows"]}
+    assert not out["conditions"][1]["passed"] and rows["remote:llamacpp [tokenizer, exact]: under-counts"][
+        "passed"] is False
+    # The default mode falling back to the calibrated estimate is held to the provider's band.
+    handmade_trace(d / "cal.jsonl", provider="remote", provider_kind="remote", ratios=[1.1, 1.2, 1.6, 1.05],
+                   header_extra={"server": "llamacpp"}, scenario="cal",
+                   counting={"mode": "auto", "used": "calibrated", "exact": False})
+    code, out = _check([str(d), "--config", str(setup["cfg"]), "--labels", str(setup["labels"])], capsys)
+    rows = {r["subject"]: r for r in out["conditions"][1]["rows"]}
+    assert rows["remote:llamacpp [calibrated]: median"]["threshold"] == "0.9–1.5"
+
+
 def test_premature_stop_on_a_labelled_useful_run(setup, capsys) -> None:
     cfg = setup["tmp"] / "p2.toml"
     cfg.write_text(CONFIG.replace("patience = 4", "patience = 2"))

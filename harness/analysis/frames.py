@@ -43,7 +43,8 @@ REQUEST_COLUMNS = [
     "run", "name", "scenario", "provider", "provider_kind", "policy", "source", "id", "role", "context_id",
     "round", "attempt", "outcome", "estimated", "max_output", "reserved", "charged", "refunded", "charged_prompt",
     "charged_output", "prefix_reused", "output_tokens", "measured_prompt", "measured_cached", "measured_output",
-    "ratio", "duration", "t", "error"]
+    "ratio", "duration", "t", "error", "counting_mode", "counting_used", "counting_exact", "counter",
+    "est_byte", "est_calibrated", "est_tokenizer", "reconciled"]
 TOOL_COLUMNS = [
     "run", "name", "scenario", "provider", "provider_kind", "source", "reply", "round", "index", "call_id", "tool",
     "kind", "status", "blocking", "verdict", "paragraphs", "new_paragraphs", "new_shingles", "repeated_error",
@@ -154,6 +155,11 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
     settings = start.settings if start else {}
     policy = start.policy if start else None
     base = {"run": rid, "name": scenario, "scenario": scenario, "provider": provider, "provider_kind": kind}
+    # How the run counted its prompts (issue 14); a trace from before it
+    # counted with its provider's own counter.
+    counting = (start.counting if start else None) or {}
+    counting_cols = {"counting_mode": counting.get("mode"), "counting_used": counting.get("used"),
+                     "counting_exact": counting.get("exact")}
 
     # Deadline at any moment: the start deadline moved back by every ask's wait.
     deadline0 = _num(start.deadline) if start else None
@@ -191,7 +197,9 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
                 "output_tokens": _num(r.output_tokens), "measured_prompt": meas,
                 "measured_cached": _num(r.measured_cached), "measured_output": _num(r.measured_output),
                 "ratio": est / meas if est is not None and meas else None,
-                "duration": _num(getattr(e, "duration", None)), "t": _num(e.t), "error": e.error})
+                "duration": _num(getattr(e, "duration", None)), "t": _num(e.t), "error": e.error,
+                **counting_cols, "counter": r.counter, "reconciled": bool(r.reconciled),
+                **{f"est_{m}": _num((r.estimates or {}).get(m)) for m in ("byte", "calibrated", "tokenizer")}})
         elif isinstance(e, ToolResultRecorded):
             rnd = int(e.round or 0)
             nov = e.novelty or {}

@@ -70,6 +70,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "max_undercount_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
         "exclude": (list, None, "a list of provider names or patterns"),
         "providers": (dict, None, "a table of per-provider thresholds"),
+        "exact": (dict, None, "a table of thresholds for exact counting modes"),
     },
     "overruns": {
         "deliberate": (list, None, "a list of scenario names that overrun on purpose"),
@@ -85,7 +86,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                         "min_loop_recall": 0.8, "loop_slack": LOOP_SLACK,
                         "novelty": {}},
     "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
-                   "max_undercount_share": 0.05, "exclude": [], "providers": {}},
+                   "max_undercount_share": 0.05, "exclude": [], "providers": {},
+                   "exact": {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0}},
     "overruns": {"deliberate": [], "max_count": 0, "max_overrun_sec": 0.0},
 }
 
@@ -140,11 +142,15 @@ class GateConfig:
     divergence: dict[str, Any]
     overruns: dict[str, Any]
 
-    def thresholds_for(self, provider: str) -> dict[str, Any]:
+    def thresholds_for(self, provider: str, exact: bool = False) -> dict[str, Any]:
+        """The band a provider's estimates are held to; an exact counting mode
+        (a tokenizer) is held to `[divergence.exact]` instead."""
         out = {k: self.divergence[k] for k in PROVIDER_KEYS}
         for pattern, over in self.divergence["providers"].items():
             if fnmatch.fnmatchcase(provider, pattern):
                 out.update(over)
+        if exact:
+            out.update(self.divergence["exact"])
         return out
 
 
@@ -194,6 +200,14 @@ def parse_config(text: str, name: str) -> GateConfig:
                             raise UserInputError("unknown key", file=name, line=kline,
                                                  key=f"divergence.providers.{prov}.{k}", expected=", ".join(PROVIDER_KEYS))
                         _check_value(v, SCHEMA["divergence"][k], name, kline, f"divergence.providers.{prov}.{k}")
+            if table == "divergence" and key == "exact":
+                for k, v in value.items():
+                    kline = _line_of(text, ["divergence", "exact"], k) or line
+                    if k not in PROVIDER_KEYS:
+                        raise UserInputError("unknown key", file=name, line=kline, key=f"divergence.exact.{k}",
+                                             expected=", ".join(PROVIDER_KEYS))
+                    _check_value(v, SCHEMA["divergence"][k], name, kline, f"divergence.exact.{k}")
+                value = {**DEFAULTS["divergence"]["exact"], **value}
             if table == "premature_stops" and key == "novelty":
                 if "normalization" in value:
                     raise UserInputError("set normalization as premature_stops.normalization", file=name, line=line,
@@ -369,46 +383,77 @@ def novelty_config(cfg: GateConfig):
                        key="premature_stops.novelty")
 
 
+def _figure(ratios: pd.Series) -> str:
+    n = len(ratios)
+    return (f"median {ratios.median():.3f}, p95 {ratios.quantile(0.95):.3f}, "
+            f"under {(ratios < 1).mean():.1%} of {n}") if n else "no measured requests"
+
+
 def divergence(frames: Frames, cfg: GateConfig) -> Condition:
+    """Judged on the counting mode each run's budget used (issue 14). Runs
+    that chose another mode than the shipped default of
+    `chat.token_counting` (the byte-estimate baselines) are shown, not
+    judged: they measure a setting the product does not use unless asked.
+    Within the judged runs, requests are grouped by the mode that counted
+    them; an exact mode (a tokenizer) is held to `[divergence.exact]`, an
+    approximate one (calibrated, byte; and traces from before the modes) to
+    the provider's band."""
+    from imprint_core.settings import SPECS
+    default_mode = SPECS["chat.token_counting"].default
     req = frames.measured_requests()
-    c = Condition(2, "estimate / measured prompt tokens per provider", True)
+    c = Condition(2, "estimate / measured prompt tokens per provider and counting mode", True)
     judged = 0
     for provider in sorted(frames.providers):
-        th = cfg.thresholds_for(provider)
-        ratios = req.loc[req["provider"] == provider, "ratio"].dropna()
-        n = len(ratios)
+        rows = req[req["provider"] == provider]
         if any(fnmatch.fnmatchcase(provider, pat) for pat in cfg.divergence["exclude"]):
-            fig = (f"median {ratios.median():.3f}, p95 {ratios.quantile(0.95):.3f}, "
-                   f"under {(ratios < 1).mean():.1%} of {n}") if n else "no measured requests"
-            c.rows.append({"subject": f"{provider} (excluded)", "figure": fig, "value": None,
-                           "threshold": "not judged", "passed": None})
+            c.rows.append({"subject": f"{provider} (excluded)", "figure": _figure(rows["ratio"].dropna()),
+                           "value": None, "threshold": "not judged", "passed": None})
             continue
-        if n < th["min_requests"]:
-            c.rows.append({"subject": provider, "figure": f"{n} measured request(s)", "value": n,
-                           "threshold": f"≥ {th['min_requests']} to judge", "passed": None})
-            continue
-        judged += 1
-        med, p95 = float(ratios.median()), float(ratios.quantile(0.95))
-        under = float((ratios < 1).mean())
-        checks = [
-            ("median", f"{med:.3f}", med, f"{th['median_min']}–{th['median_max']}",
-             th["median_min"] <= med <= th["median_max"]),
-            ("p95", f"{p95:.3f}", p95, f"≤ {th['p95_max']}", p95 <= th["p95_max"]),
-            ("under-counts", f"{under:.1%} of {n}", under, f"≤ {th['max_undercount_share']:.0%}",
-             under <= th["max_undercount_share"]),
-        ]
-        for what, fig, value, thr, ok in checks:
-            c.rows.append({"subject": f"{provider}: {what}", "figure": fig, "value": value, "threshold": thr,
-                           "passed": ok})
-            c.passed &= ok
-        c.details.append(f"{provider}: {n} requests, worst under-count {ratios.min():.3f}, "
-                         f"worst over-count {ratios.max():.3f}")
+        mode = rows["counting_mode"]
+        baseline = rows[mode.notna() & (mode != default_mode)]
+        for name, group in baseline.groupby("counting_mode"):
+            c.rows.append({"subject": f"{provider} [baseline: chat.token_counting = {name}]",
+                           "figure": _figure(group["ratio"].dropna()), "value": None,
+                           "threshold": f"not judged (the budget counts with {default_mode!r} unless asked)",
+                           "passed": None})
+        rows = rows.drop(baseline.index)
+        used = rows["counting_used"].where(rows["counting_used"].notna(), "native")
+        for name in sorted(used.unique()):
+            group = rows[used == name]
+            exact = bool(group["counting_exact"].fillna(False).astype(bool).all()) and name != "native"
+            label = provider if name == "native" else f"{provider} [{name}{', exact' if exact else ''}]"
+            judged += _judge(c, label, group["ratio"].dropna(), cfg.thresholds_for(provider, exact))
     if judged == 0:
         c.passed, c.no_data = False, True
         c.rows.append({"subject": "judged providers", "figure": "none", "value": 0, "threshold": "≥ 1",
                        "passed": False})
         c.details.append("no provider with enough measured usage to judge (local or recorded-server traces needed)")
     return c
+
+
+def _judge(c: Condition, label: str, ratios: pd.Series, th: dict[str, Any]) -> int:
+    """One provider (and counting mode) against its band; 1 if judged."""
+    n = len(ratios)
+    if n < th["min_requests"]:
+        c.rows.append({"subject": label, "figure": f"{n} measured request(s)", "value": n,
+                       "threshold": f"≥ {th['min_requests']} to judge", "passed": None})
+        return 0
+    med, p95 = float(ratios.median()), float(ratios.quantile(0.95))
+    under = float((ratios < 1).mean())
+    checks = [
+        ("median", f"{med:.3f}", med, f"{th['median_min']}–{th['median_max']}",
+         th["median_min"] <= med <= th["median_max"]),
+        ("p95", f"{p95:.3f}", p95, f"≤ {th['p95_max']}", p95 <= th["p95_max"]),
+        ("under-counts", f"{under:.1%} of {n}", under, f"≤ {th['max_undercount_share']:.0%}",
+         under <= th["max_undercount_share"]),
+    ]
+    for what, fig, value, thr, ok in checks:
+        c.rows.append({"subject": f"{label}: {what}", "figure": fig, "value": value, "threshold": thr,
+                       "passed": ok})
+        c.passed &= ok
+    c.details.append(f"{label}: {n} requests, worst under-count {ratios.min():.3f}, "
+                     f"worst over-count {ratios.max():.3f}")
+    return 1
 
 
 def overruns(frames: Frames, cfg: GateConfig) -> Condition:

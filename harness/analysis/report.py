@@ -87,6 +87,36 @@ def estimate_stats(frames: Frames) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+COUNTING_MODES = ("byte", "calibrated", "tokenizer")
+
+
+def counting_mode_stats(frames: Frames) -> pd.DataFrame:
+    """Issue 14: every counting mode against the same measurements, per
+    provider, side by side. Each request records the figure of every mode
+    its run could count (`estimates` in the trace); a calibrated figure
+    exists from a session's second measured request on (the first has
+    nothing to learn from). `budget` names the modes the budget counted
+    with on these requests; `reconciled` the requests settled from usage."""
+    req = frames.measured_requests()
+    rows = []
+    for provider, g in req.groupby("provider"):
+        if not any(g[f"est_{m}"].notna().any() for m in COUNTING_MODES):
+            continue
+        used = sorted(str(u) for u in g["counting_used"].dropna().unique())
+        for mode in COUNTING_MODES:
+            est = g[f"est_{mode}"]
+            ok = est.notna()
+            if not ok.any():
+                continue
+            ratio = est[ok] / g.loc[ok, "measured_prompt"]
+            rows.append({"provider": provider, "mode": mode, "requests": int(ok.sum()),
+                         "median": round(float(ratio.median()), 3), "p95": round(float(ratio.quantile(0.95)), 3),
+                         "under-counts": f"{(ratio < 1).mean():.1%}", "exact": f"{(ratio == 1).mean():.0%}",
+                         "budget used it": "yes" if mode in used else "",
+                         "reconciled": int(g.loc[ok, "reconciled"].fillna(False).astype(bool).sum())})
+    return pd.DataFrame(rows)
+
+
 def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[Path | None, Path | None]:
     req = frames.measured_requests()
     req = req[req["ratio"].notna()]
@@ -520,8 +550,8 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
     scatter, hist = plot_estimates(frames, out, colors)
     stats = estimate_stats(frames)
     s = Section("Estimated against measured prompt tokens",
-                "Every request whose provider reported its usage: our prompt estimate (the byte estimate for remote "
-                "providers, the tokenizer for local ones) against the provider's measurement, each observation once (a "
+                "Every request whose provider reported its usage: our prompt estimate (the counting mode the run's "
+                "budget used for remote providers, the tokenizer for local ones) against the provider's measurement, each observation once (a "
                 "replayed cassette repeats its recording's figures). Above the line the "
                 "estimate over-counts (research stops a little early); below it under-counts (the budget is "
                 "overspent).", scatter, "Scatter of estimated against measured prompt tokens per provider")
@@ -533,6 +563,17 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
             s.notes.append("The stub's measurement is a stand-in tokenizer, not a provider's: its figures test the "
                            "plumbing, not the estimate.")
     sections.append(s)
+    modes = counting_mode_stats(frames)
+    if not modes.empty:
+        s = Section("Counting modes against the measurement",
+                    "Every remote request carries the figure of each counting mode its run could count "
+                    "(`chat.token_counting`: byte, the record's estimate; calibrated, the byte estimate fitted to "
+                    "earlier measurements, from a session's second request on; tokenizer, the server's own chat "
+                    "template and tokenizer), so the modes are compared on the same requests. `budget used it`: "
+                    "the mode the budget counted with; `reconciled`: requests whose charge the server's reported "
+                    "usage settled.")
+        s.tables.append(("estimate / measured per provider and counting mode", modes))
+        sections.append(s)
     if hist is not None:
         sections.append(Section("Estimate / measurement per request",
                                 "The same requests as a distribution of estimate / measurement; the dashed line is "

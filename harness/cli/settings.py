@@ -34,9 +34,12 @@ def run(args: argparse.Namespace) -> int:
             t = Table(title=f"settings ({s.path})")
             for c in ("key", "value", "source", "default", "bounds", "description"):
                 t.add_column(c)
+            def shown(v):
+                return f"{v:,}" if isinstance(v, int) else str(v)
             for r in rows:
-                t.add_row(r["key"], f"{r['value']:,}", r["source"], f"{r['default']:,}",
-                          f"{r['min']:,}–{r['max']:,} {r['unit']}", r["description"])
+                bounds = (" | ".join(r["choices"]) if r.get("choices")
+                          else f"{r['min']:,}–{r['max']:,} {r['unit']}")
+                t.add_row(r["key"], shown(r["value"]), r["source"], shown(r["default"]), bounds, r["description"])
             console().print(t)
         return EXIT_OK
     if args.action in ("get", "set") and not args.key:

@@ -351,7 +351,8 @@ def cassette_target(path: str | os.PathLike, server: str | None = None) -> Targe
     items = interactions(path)
     if not items:
         raise CassetteError(f"cassette {path} holds no interactions")
-    request = items[0][0]
+    # The first chat completion (a counter's tokenize calls may come before it).
+    request = next((i[0] for i in items if "/chat/completions" in i[0]["uri"]), items[0][0])
     parts = urlsplit(request["uri"])
     root = parts.path.rsplit("/chat/completions", 1)[0]
     try:

@@ -121,6 +121,11 @@ class RemoteProviderSpec(_Strict):
                                                   "so a deadline can fall inside a recorded stream")
     extra_body: dict[str, Any] = Field({}, description="Extra request fields for the server, e.g. transformers "
                                                        "serve's generation_config")
+    tokenizer: Literal["local", "server", "none"] = Field(
+        "local", description="Where the exact count of `chat.token_counting: tokenizer`/`auto` comes from: "
+                             "`local` renders the server's chat template with the model folder's tokenizer, "
+                             "`server` asks the server (llama.cpp: POST /extras/tokenize, recorded in the "
+                             "cassette), `none`: no tokenizer")
 
 
 ProviderSpec = Annotated[Union[StubProviderSpec, LocalProviderSpec, RemoteProviderSpec], Field(discriminator="kind")]

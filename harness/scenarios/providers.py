@@ -12,6 +12,7 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from imprint_core.calibration import CalibratedCounter, CalibrationStore
 from imprint_core.clock import VirtualClock
 from imprint_core.counting import ByteEstimateCounter, RegexTokenCounter
 from imprint_core.errors import ProviderError, UserInputError
@@ -96,11 +97,47 @@ def make_provider(scn: Scenario, clock: Clock, target: Target) -> RemoteProvider
         kwargs = dict(extra_body.get("chat_template_kwargs") or {})
         kwargs.setdefault("tool_choice", tool_choice)
         extra_body["chat_template_kwargs"], tool_choice = kwargs, None
-    return RemoteProvider(target.base_url, target.model, clock=clock, stream=spec.stream,
-                          transport=recording.transport(), context_window=spec.context_window,
-                          counter=ByteEstimateCounter(spec.bytes_per_token), name=f"remote:{spec.server}",
-                          temperature=spec.temperature, tool_choice=tool_choice, on_chunk=on_chunk,
-                          extra_body=extra_body or None)
+    provider = RemoteProvider(target.base_url, target.model, clock=clock, stream=spec.stream,
+                              transport=recording.transport(), context_window=spec.context_window,
+                              counter=ByteEstimateCounter(spec.bytes_per_token), name=f"remote:{spec.server}",
+                              temperature=spec.temperature, tool_choice=tool_choice, on_chunk=on_chunk,
+                              extra_body=extra_body or None)
+    # A scenario never reads the user's calibration cache: a fresh store per
+    # run, so a session learns from its own measurements only.
+    provider.calibrated_counter = CalibratedCounter(CalibrationStore(None), provider.name, target.model,
+                                             spec.bytes_per_token)
+    provider.exact_counter = scenario_tokenizer(spec, provider, tool_choice, extra_body)
+    return provider
+
+
+def scenario_tokenizer(spec: RemoteProviderSpec, provider: RemoteProvider, tool_choice, extra_body: dict):
+    """The exact counter of a remote scenario's server (`provider.exact_counter`),
+    set up here, before the research time budget starts; None where there is
+    none (the loop then falls back and traces it)."""
+    from imprint_core.errors import CountingUnavailable, ModelUnavailable
+    from imprint_core.providers import remote_tokens as rt
+    from ..live.model_folder import ensure_model_dir
+    if spec.tokenizer == "none":
+        return None
+    try:
+        folder = ensure_model_dir()
+    except ModelUnavailable:
+        return None
+    if spec.server == "transformers":
+        # transformers serve renders our model folder's template: render it here.
+        render, encode = rt.hf_template(str(folder), extra_body.get("chat_template_kwargs"))
+        return rt.TemplateTokenCounter("local-template/transformers", encode, render)
+    render = rt.chatml_function_calling(tool_choice)
+    if spec.tokenizer == "local":
+        # The GGUF's vocabulary is the model folder's tokenizer.json.
+        return rt.TemplateTokenCounter("local-template/chatml-function-calling",
+                                       rt.tokenizer_file_encoder(str(folder / "tokenizer.json")), render)
+    counter = rt.LlamaCppTokenize(provider.client, provider.base_url, provider.model, render)
+    try:
+        counter.probe()
+    except CountingUnavailable:
+        return None
+    return counter
 
 
 def _tool_choice(value: str | None):
@@ -121,12 +158,14 @@ def replay_provider(scn: Scenario, clock: Clock) -> Iterator[RemoteProvider]:
         target = recording.cassette_target(path, scn.provider.server)  # type: ignore[union-attr]
     except recording.CassetteError as exc:  # not YAML, no interactions, not a chat completion
         raise UserInputError(f"unusable cassette: {exc}", file=scn.source, key=key) from None
-    provider = make_provider(scn, clock, target)
-    try:
-        with recording.cassette(path, mode="none"):
+    with recording.cassette(path, mode="none"):
+        # Built under the cassette: a counter that asks the server probes it
+        # here, as it did while recording.
+        provider = make_provider(scn, clock, target)
+        try:
             yield provider
-    finally:
-        provider.close()
+        finally:
+            provider.close()
 
 
 @contextlib.contextmanager

@@ -16,6 +16,9 @@ from .providers import cassette_path, make_provider
 from .runner import run_scenario
 
 
+RECORD_TIMEOUT_SEC = 900.0
+
+
 def record(scn: Scenario, *, server: str, base_url: str | None = None,
            progress=lambda m: print(m, file=sys.stderr)):
     """Record one scenario against a live server; its trace goes beside the
@@ -34,6 +37,12 @@ def record(scn: Scenario, *, server: str, base_url: str | None = None,
     def session(target: recording.Target):
         clock = VirtualClock() if scn.clock == "virtual" else MonotonicClock()
         provider = make_provider(scn, clock, target)
+        # A CPU server on a loaded machine can take minutes for one reply: its
+        # slowness must not be recorded as a timeout fault (the wait is wall
+        # time, which a session on the virtual clock never sees in replay).
+        provider.request_timeout = RECORD_TIMEOUT_SEC
+        if isinstance(clock, VirtualClock):
+            provider.deadline_bounds_timeout = False
         try:
             return run_scenario(scn, work_trace, provider=provider, clock=clock)
         finally:

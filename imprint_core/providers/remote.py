@@ -101,7 +101,8 @@ class RemoteProvider(_ResponseReader):
                  context_window: int = 8192, counter: TokenCounter | None = None,
                  request_timeout: float = 120.0, connect_timeout: float = 10.0, name: str = "remote",
                  temperature: float | None = None, tool_choice: str | dict | None = None,
-                 extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None):
+                 extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None,
+                 exact_counter: TokenCounter | None = None, calibrated_counter: TokenCounter | None = None):
         self.base_url = validate_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise UserInputError("a remote provider needs a model name", key="model", expected="a non-empty string")
@@ -117,6 +118,9 @@ class RemoteProvider(_ResponseReader):
         self.name = name
         self.context_window = int(context_window)
         self.counter = counter or ByteEstimateCounter()
+        # The other counting modes (issue 14; `counting.select_counting`): an
+        # exact counter of the server's template and tokenizer, a calibrated one.
+        self.exact_counter, self.calibrated_counter = exact_counter, calibrated_counter
         self.request_timeout = float(request_timeout)
         self.connect_timeout = float(connect_timeout)
         self.temperature = temperature
@@ -142,9 +146,23 @@ class RemoteProvider(_ResponseReader):
         if not model:
             raise UserInputError(f"no model: set {MODEL_ENV} or the setting", key="model",
                                  expected="the model name the server serves")
-        return cls(base_url, model, clock=clock, **kwargs)
+        provider = cls(base_url, model, clock=clock, **kwargs)
+        if provider.calibrated_counter is None:
+            # The calibrated estimate learns across sessions in the user cache.
+            from ..calibration import CalibratedCounter, CalibrationStore, default_calibration_path
+            provider.calibrated_counter = CalibratedCounter(CalibrationStore(default_calibration_path()), provider.name,
+                                                     provider.model)
+        return provider
+
+    reports_usage = True  # OpenAI-compatible servers report usage: the ledger reconciles with it
 
     # -- plumbing ---------------------------------------------------------------------
+    @property
+    def client(self) -> httpx.Client:
+        """The HTTP client (and transport) requests go through; a counter that
+        asks the server uses it too."""
+        return self._client
+
     @property
     def url(self) -> str:
         return self.base_url + "/chat/completions"
@@ -199,8 +217,15 @@ class RemoteProvider(_ResponseReader):
         body.update(self.extra_body)
         return body
 
+    # Whether the time left to the deadline also bounds the HTTP timeout. A
+    # recording on the virtual clock turns it off: its deadline is not wall
+    # time, and a slow CPU server must not be recorded as a timeout fault.
+    deadline_bounds_timeout = True
+
     def _timeout(self, request: ModelRequest) -> tuple[httpx.Timeout, bool]:
         remaining = request.deadline - self.clock.now()
+        if not self.deadline_bounds_timeout and remaining > 0:
+            remaining = max(remaining, self.request_timeout)
         bounded = remaining <= self.request_timeout
         total = min(self.request_timeout, remaining)
         return httpx.Timeout(total, connect=min(self.connect_timeout, total)), bounded
