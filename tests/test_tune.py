@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.analysis import sweep as sweep_mod
 from harness.analysis.sweep import Corpus, ProgressCache, TuneRun, clear_memory_cache, load_corpora, stop_rounds
-from harness.analysis.tune import Rule, Scores, Setting, Split, pareto_front, tune
+from harness.analysis.tune import Rule, Scores, Setting, Split, loop_ceiling, oracle_progress, pareto_front, tune
 from harness.cli import main
 from harness.realruns import noveltyfields
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
@@ -266,6 +266,36 @@ def test_stop_rounds_is_the_patience_rule_for_every_patience(reps) -> None:
         assert got[p] == expected, p
 
 
+def _ceiling_run(label: RunLabel, rounds: int) -> TuneRun:
+    return TuneRun("demo", label.name, label.name, label.name, label.name, rounds, label,
+                   [list(range(1, rounds + 1))], [])
+
+
+def test_oracle_progress_clears_progress_inside_loops_only() -> None:
+    prog = [[("read", True), ("read", True), ("write", True), ("read", True)], [("read", True)]]
+    numbers = [[1, 2, 3, 4], [5]]
+    assert oracle_progress(prog, numbers, [(2, 3)], writes_count=False) == [
+        [("read", True), ("read", False), ("write", False), ("read", True)], [("read", True)]]
+    assert oracle_progress(prog, numbers, [(2, 3), (5, 5)], writes_count=True) == [
+        [("read", True), ("read", False), ("read", False), ("read", True)], [("read", False)]]
+
+
+def test_loop_ceiling_is_what_patience_can_reach_with_perfect_novelty() -> None:
+    # Rounds 1-3 progress; loop 4-6 of reads: patience 3 stops at 6 (caught), patience 4 at 7 (slack 1: caught),
+    # patience 5 never. A loop of write rounds is out of reach unless writes count.
+    reads = _ceiling_run(RunLabel("reads", loops=((4, 6),)), 8)
+    writes = _ceiling_run(RunLabel("writes", loops=((2, 4),)), 6)
+    unlabelled = _ceiling_run(RunLabel("plain", should_not_stop_before=3), 3)
+    prog = [[[("read", True)] * 3 + [("read", True)] * 3 + [("read", False)] * 2],
+            [[("read", True)] + [("write", True)] * 3 + [("read", True)] * 2],
+            [[("read", False)] * 3]]
+    rows = loop_ceiling([reads, writes, unlabelled], prog, [3, 4, 5], slack=1)
+    got = {(r["ceiling"], r["patience"]): (r["caught"], r["loops"]) for r in rows}
+    assert {r["corpus"] for r in rows} == {"demo"}
+    assert got[("record", 3)] == (1, 2) and got[("record", 4)] == (1, 2) and got[("record", 5)] == (0, 2)
+    assert got[("writes count", 3)] == (2, 2) and got[("writes count", 4)] == (1, 2)
+
+
 def test_pareto_front_of_a_hand_made_example() -> None:
     pts = [(0.5, 0.0),   # 0: front
            (0.8, 0.1),   # 1: front
@@ -376,8 +406,8 @@ def test_cli_writes_every_output(corpus, tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "recommended" in printed and "demo" in printed
     names = {p.name for p in out.iterdir()}
-    assert names == {"summary.md", "front.md", "front.png", "split.md", "settings.csv", "recommendation.json",
-                     "command.txt"}
+    assert names == {"summary.md", "front.md", "front.png", "split.md", "ceiling.md", "settings.csv",
+                     "recommendation.json", "command.txt"}
     assert (out / "command.txt").read_text() == "imprint " + " ".join(argv) + "\n"
     assert (out / "front.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rec = json.loads((out / "recommendation.json").read_text())

@@ -8,6 +8,8 @@
   shipped setting and the recommendation);
 - `split.md`: tasks, runs, useful runs and loops in each part and fold,
   and each fold's choice and its figures on the fold left out;
+- `ceiling.md`: the loop recall no novelty setting can beat, per corpus and
+  patience (every round inside a labelled loop judged no progress);
 - `settings.csv`: every setting's figures per corpus and part;
 - `recommendation.json`: the chosen setting, the rule, the reason, figures;
 - `command.txt`: the command line that wrote them.
@@ -25,7 +27,7 @@ import numpy as np
 from imprint_core.settings import atomic_write_text
 
 from ..realruns.noveltyfields import as_dict
-from .tune import PARTS, Figures, Tuning
+from .tune import CEILINGS, PARTS, Figures, Tuning
 
 
 def _pct(v: float | None) -> str:
@@ -73,7 +75,7 @@ def recommendation(t: Tuning, command: str = "") -> dict[str, Any]:
         "split": {"holdout": t.split.holdout, "folds": t.split.folds, "seed": t.split.seed},
         "grid": {k: [as_dict_value(v) for v in vs] for k, vs in t.grid.items()}, "held_at_default": t.held,
         "patience": t.patiences, "settings": len(t.scores.settings), "runs": len(t.scores.runs),
-        "command": command,
+        "command": command, "ceiling": t.ceiling,
     }
 
 
@@ -87,6 +89,7 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
              f"**Recommended: {s.label()}**" + ("" if t.feasible else " (no setting meets the constraints)"), "",
              f"Rule: {t.rule.describe()}. A loop counts as caught when the stop lands from its first round to "
              f"{t.scores.slack} round(s) after its last.", "", f"Why: {t.reason}.", "",
+             *([ceiling_line(t), ""] if t.ceiling else []),
              "## Recommended against shipped (patience "
              f"{t.scores.settings[t.shipped].patience}, shipped novelty config)", "",
              "| corpus | part | recommended | shipped |", "| --- | --- | --- | --- |"]
@@ -117,7 +120,7 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
               if t.patiences == list(range(t.patiences[0], t.patiences[-1] + 1)) else
               f"Grid: {grid}; patience {', '.join(map(str, t.patiences))}", "",
               f"{len(t.scores.settings)} settings × {len(t.scores.runs)} labelled runs{held}.", "",
-              "Files: `front.md`, `front.png`, `split.md`, `settings.csv`, `recommendation.json`, `command.txt`.", ""]
+              "Files: `front.md`, `front.png`, `split.md`, `ceiling.md`, `settings.csv`, `recommendation.json`, `command.txt`.", ""]
     return "\n".join(lines)
 
 
@@ -250,12 +253,58 @@ def plot_fronts(t: Tuning, path: Path) -> Path:
     return path
 
 
+def ceiling_md(t: Tuning) -> str:
+    """The loop recall no novelty setting can beat, per corpus and patience (`tune.loop_ceiling`)."""
+    shipped = t.scores.settings[t.shipped].patience
+    lines = ["# The ceiling on loop recall", "",
+             "What a perfect novelty judgement would catch: every round inside a labelled loop judged "
+             "\"no progress\", the shipped verdicts everywhere else, over all labelled runs (dev and held-out). "
+             "A loop missed here is out of reach of every novelty setting at that patience: it is shorter than "
+             "the patience, or made of write rounds (which the record leaves out of the heuristic), or progress "
+             "just before it resets the count. Cells: loops caught / labelled loops (stops in useful runs before "
+             "their labelled round, if any, in brackets).", ""]
+    for name, what in CEILINGS.items():
+        rows = [r for r in t.ceiling if r["ceiling"] == name]
+        if not rows:
+            continue
+        pats = sorted({r["patience"] for r in rows})
+        lines += [f"## {name}: {what}", "", "| corpus | " + " | ".join(
+            f"**{p}**" if p == shipped else str(p) for p in pats) + " |",
+            "| --- |" + " --- |" * len(pats)]
+        for corpus in dict.fromkeys(r["corpus"] for r in rows):
+            cells = {r["patience"]: r for r in rows if r["corpus"] == corpus}
+            lines.append(f"| {corpus} | " + " | ".join(
+                f"{cells[p]['caught']}/{cells[p]['loops']}" + (f" ({cells[p]['premature']})" if cells[p]["premature"]
+                                                               else "") for p in pats) + " |")
+        lines.append("")
+    lines.append(f"Patience in bold: the shipped one ({shipped}).")
+    return "\n".join(lines) + "\n"
+
+
+def ceiling_line(t: Tuning) -> str:
+    shipped = t.scores.settings[t.shipped].patience
+    at = [r for r in t.ceiling if r["ceiling"] == "record" and r["patience"] == shipped]
+    if not at:
+        return ""
+    best: dict[str, dict[str, Any]] = {}
+    for r in t.ceiling:
+        if r["ceiling"] == "record" and r["loops"] and (
+                r["corpus"] not in best or r["caught"] > best[r["corpus"]]["caught"]):
+            best[r["corpus"]] = r
+    figs = "; ".join(f"{r['corpus']} {r['caught']}/{r['loops']}" + (
+        f" (at best {best[r['corpus']]['caught']}/{r['loops']}, patience {best[r['corpus']]['patience']})"
+        if best[r["corpus"]]["caught"] > r["caught"] else "") for r in at if r["loops"])
+    return (f"Ceiling (`ceiling.md`): with every round inside a labelled loop judged no progress, patience "
+            f"{shipped} would catch {figs}.")
+
+
 def write_outputs(t: Tuning, out: Path, command: str, timing: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = {
         "summary.md": summary_md(t, command, timing),
         "front.md": front_md(t),
         "split.md": split_md(t),
+        "ceiling.md": ceiling_md(t),
         "settings.csv": settings_csv(t),
         "recommendation.json": json.dumps(recommendation(t, command), indent=2, default=str) + "\n",
         "command.txt": command + "\n",
