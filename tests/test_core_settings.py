@@ -220,6 +220,25 @@ def test_failed_atomic_write_keeps_old_file_and_no_temp(tmp_path, monkeypatch):
     assert sorted(p.name for p in s.path.parent.iterdir()) == ["config.toml"]
 
 
+def test_atomic_write_gives_new_files_the_umask_mode_and_keeps_an_old_files_mode(tmp_path):
+    from imprint_core.files import atomic_write_text
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.txt", "a")
+        private = tmp_path / "private.txt"
+        private.write_text("x")
+        private.chmod(0o640)
+        atomic_write_text(private, "b")
+        os.umask(0o077)
+        atomic_write_text(tmp_path / "strict.txt", "c")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o644
+    assert private.stat().st_mode & 0o777 == 0o640 and private.read_text() == "b"
+    assert (tmp_path / "strict.txt").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.txt", "private.txt", "strict.txt"]
+
+
 def test_config_path_from_environment(tmp_path, monkeypatch):
     target = tmp_path / "elsewhere" / "imprint.toml"
     monkeypatch.setenv("IMPRINT_CONFIG", str(target))
