@@ -266,6 +266,25 @@ def test_stop_rounds_is_the_patience_rule_for_every_patience(reps) -> None:
         assert got[p] == expected, p
 
 
+def test_a_regression_pulls_its_task_into_dev(tmp_path: Path) -> None:
+    """A run stored as a regression keeps its task id; that task's runs in the
+    other corpora are then tuned on too, never scored as held-out."""
+    same = {"instance_id": "astropy__astropy-1"}
+    round_log(tmp_path / "corpus" / "a.jsonl", [_calls(fact(1))] * 3, same)
+    round_log(tmp_path / "corpus" / "b.jsonl", [_calls(fact(2))] * 3, {"instance_id": "astropy__astropy-2"})
+    round_log(tmp_path / "regressions" / "a-again.jsonl", [_calls(fact(1))] * 3, same)
+    round_log(tmp_path / "regressions" / "bare.jsonl", [_calls(fact(3))] * 3)
+    (tmp_path / "labels-demo.yaml").write_text("runs:\n  a: {loops: [2, 3]}\n  b: {loops: [2, 3]}\n")
+    (tmp_path / "regressions.yaml").write_text("runs:\n  a-again: {loops: [2, 3]}\n  bare: {loops: [2, 3]}\n")
+    runs, _ = load_corpora([Corpus([str(tmp_path / "corpus")], str(tmp_path / "labels-demo.yaml")),
+                            Corpus([str(tmp_path / "regressions")], str(tmp_path / "regressions.yaml"))])
+    assert {(r.corpus, r.name): r.task for r in runs} == {
+        ("demo", "a"): "astropy__astropy-1", ("demo", "b"): "astropy__astropy-2",
+        ("regressions", "a-again"): "astropy__astropy-1", ("regressions", "bare"): "regressions:bare"}
+    t = tune(runs, [NoveltyConfig()], [2], split=Split(holdout=0.999), jobs=1)
+    assert t.parts == {"astropy__astropy-1": "dev", "astropy__astropy-2": "held-out", "regressions:bare": "dev"}
+
+
 def _ceiling_run(label: RunLabel, rounds: int) -> TuneRun:
     return TuneRun("demo", label.name, label.name, label.name, label.name, rounds, label,
                    [list(range(1, rounds + 1))], [])

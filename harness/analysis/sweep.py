@@ -68,8 +68,11 @@ def default_cache_dir() -> Path:
 class Corpus:
     """Run files (traces, round logs, raw trajectories) and the labels file that
     judges them. The regressions corpus (`realruns.regressions`, named after
-    regressions.yaml) is always tuned on: each run is a task of its own, never
-    held out (a regression is there to be fixed)."""
+    regressions.yaml) is always tuned on, never held out (a regression is there
+    to be fixed). A regression keeps the task of the run it came from (its
+    header's task or instance id), so that task moves to dev whole: a run
+    tuned on as a regression must not be scored again as held-out. Without
+    a task id it is a task of its own."""
     paths: list[str]
     labels: str
     name: str = ""
@@ -142,7 +145,9 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset") -> tuple[list[TuneRun
             continue
         taken[label.name] = rf.display
         reps = [_slim(r) for r in replies(rf.log, user_turns)]
-        task = f"{corpus.name}:{label.name}" if corpus.always_dev else task_of(rf)
+        task = task_of(rf)
+        if corpus.always_dev and task == rf.name:     # no task id in its header: a task of its own
+            task = f"{corpus.name}:{label.name}"
         out.append(TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
                            [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps),
                            bool(corpus.always_dev)))

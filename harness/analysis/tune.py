@@ -12,8 +12,9 @@ per corpus and overall (pooled). The runs are split by **task**, never by
 run: a deterministic hash of the task id (SWE-bench instance, tau-bench
 task, Who&When question) puts every run of a task in the same part, the dev
 part (tuned on) or the held-out part (only reported); the runs of the
-regressions corpus (`imprint regress add`) are always dev, each a task of its
-own. The dev part is cut
+regressions corpus (`imprint regress add`) are always dev, and pull every
+other run of their task into dev with them (no held-out copy of a run that
+was tuned on). The dev part is cut
 into k folds by a second hash of the task: cross-validation re-runs the
 whole selection on k-1 folds and scores the choice on the fold left out, so
 the held-out figures are not the only check of how the choice generalises.
