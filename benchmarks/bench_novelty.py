@@ -8,6 +8,8 @@ then measures in one run, on the same input:
 
 - our NoveltyTracker (observe_round over the rounds; `default`, `basic`, `none`),
 - datasketch MinHash(num_perm=128) over the same paragraphs' 5-word shingles,
+- rensa (a Rust MinHash) RMinHash(num_perm=128) over the same shingles, when
+  installed (the `test` extra has it; skipped otherwise),
 - plain xxhash (xxh3_64) and blake2b of the same bytes,
 
 and the tracker's traced memory over a 10,000-round synthetic run. Results go
@@ -296,6 +298,24 @@ def bench_datasketch(paras: list[list[bytes]], repeat: int) -> dict:
             "version": getattr(datasketch, "__version__", "?"), "scheme": proto.scheme}
 
 
+def bench_rensa(paras: list[list[bytes]], repeat: int) -> dict | None:
+    """rensa's RMinHash(num_perm=128) of each paragraph's shingles: the same
+    input as datasketch's literal run (None when rensa is not installed)."""
+    try:
+        import rensa
+    except ImportError:
+        return None
+    from importlib.metadata import version
+    RMinHash = rensa.RMinHash
+
+    def run():
+        for sh in paras:
+            m = RMinHash(num_perm=128, seed=42)
+            m.update(sh)
+            m.digest()
+    return {"timing": _best(run, repeat), "version": version("rensa")}
+
+
 def bench_plain(rounds, repeat: int) -> dict:
     blobs = [t.encode() for rnd in rounds for st, t, _ in rnd if st == "ok"]
     h64 = xxhash.xxh3_64_intdigest
@@ -383,12 +403,15 @@ def main(argv=None) -> int:
     assert len({t["progress_rounds"] for k, t in tracker.items() if k.startswith("default")}) == 1
     paras = _paragraph_shingles(rounds)
     ds = bench_datasketch(paras, max(1, min(args.repeat, 2)))
+    rs = bench_rensa(paras, args.repeat)
     plain = bench_plain(rounds, args.repeat)
     mem = None if args.skip_memory else memory_run()
 
     timed = {f"tracker_{v}": t for v, t in tracker.items()} | {
         "datasketch_minhash128": ds["literal"], "datasketch_minhash128_shared_permutations": ds["shared"],
         "xxh3_64_bytes": plain["xxh3_64"], "blake2b_bytes": plain["blake2b"]}
+    if rs:
+        timed["rensa_rminhash128"] = rs["timing"]
     rate = {k: round(mb / t["cpu"], 2) for k, t in timed.items()}
     rate_wall = {k: round(mb / t["wall"], 2) for k, t in timed.items()}
     ours = rate["tracker_default"]
@@ -415,6 +438,8 @@ def main(argv=None) -> int:
                                      "bytes); segmentation, normalization and the shingle strings prepared outside "
                                      "the timer",
             "datasketch_minhash128_shared_permutations": "the same with the permutations built once and passed in",
+            "rensa_rminhash128": "per paragraph: rensa.RMinHash(num_perm=128, seed=42), update(its 5-word shingles as "
+                                 "bytes), digest(); the same prepared input as datasketch",
             "xxh3_64_bytes": "xxhash.xxh3_64_intdigest of each result's UTF-8 bytes (already encoded)",
             "blake2b_bytes": "hashlib.blake2b(digest_size=8) of the same bytes",
         },
@@ -425,7 +450,8 @@ def main(argv=None) -> int:
         "progress_rounds": {v: t["progress_rounds"] for v, t in tracker.items()},
         "ratios": {"tracker_default_vs_datasketch": vs_ds,
                    "tracker_default_vs_datasketch_shared_permutations": vs_ds_shared,
-                   "tracker_default_vs_xxh3_64": round(ours / rate["xxh3_64_bytes"], 5)},
+                   "tracker_default_vs_xxh3_64": round(ours / rate["xxh3_64_bytes"], 5)}
+        | ({"tracker_default_vs_rensa": round(ours / rate["rensa_rminhash128"], 2)} if rs else {}),
         "targets": {
             "mb_per_s": {"target": TARGET_MB_S, "measured": ours, "met": ours >= TARGET_MB_S},
             "vs_datasketch": {"target": TARGET_RATIO, "measured": vs_ds, "met": vs_ds >= TARGET_RATIO,
@@ -434,6 +460,7 @@ def main(argv=None) -> int:
         },
         "memory": mem,
         "datasketch": {"version": ds["version"], "scheme": ds["scheme"]},
+        "rensa": {"version": rs["version"]} if rs else None,
         "machine": machine() | {"loadavg_before": [round(x, 2) for x in load_before],
                                 "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
         "repeat": args.repeat,
@@ -449,6 +476,10 @@ def main(argv=None) -> int:
     print(f"tracker (default) >= {TARGET_MB_S:g} MB/s: {'met' if t['mb_per_s']['met'] else 'NOT met'} ({ours})")
     print(f"tracker / datasketch >= {TARGET_RATIO:g}x: {'met' if t['vs_datasketch']['met'] else 'NOT met'} "
           f"({vs_ds}x; {vs_ds_shared}x against shared permutations)")
+    if rs:
+        print(f"tracker / rensa: {result['ratios']['tracker_default_vs_rensa']}x")
+    else:
+        print("rensa: not installed, skipped")
     if mem:
         mib = 2 ** 20
         print(f"memory (tracemalloc, only new evidence every round): {mem['at_1000_bytes'] / mib:.1f} MiB after "
