@@ -122,6 +122,18 @@ class LedgerTotals:
         return self.budget - self.committed
 
 
+def _reused(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int]) -> int:
+    """common_prefix_len(prompt + output, units) for the two parts a context
+    has seen, without joining them."""
+    prompt, output = seen
+    n = common_prefix_len(prompt, units)
+    if n < len(prompt) or not output:
+        return n
+    if isinstance(units, bytes) and isinstance(output, bytes) and units.startswith(output, n):
+        return n + len(output)
+    return n + common_prefix_len(output, units[n:])
+
+
 class TokenLedger:
     """Reservations before research requests, settlement after them.
 
@@ -136,7 +148,8 @@ class TokenLedger:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._outstanding: dict[int, Reservation] = {}
-        self._processed: dict[str, Sequence[int]] = {}  # context -> units its provider has seen
+        # context -> units its provider has seen: the last prompt's, then its output's
+        self._processed: dict[str, tuple[Sequence[int], Sequence[int]]] = {}
         self.records: list[RequestRecord] = []
         self.final_records: list[RequestRecord] = []
         self.totals = LedgerTotals(budget=self.budget)
@@ -174,8 +187,8 @@ class TokenLedger:
         with self._lock:
             del self._outstanding[r.id]
             self.totals.outstanding -= r.tokens
-            prev = self._processed.get(r.context_id, ())
-            reused_units = common_prefix_len(prev, prompt_units) if sent else 0
+            prev = self._processed.get(r.context_id)
+            reused_units = _reused(prev, prompt_units) if sent and prev is not None else 0
             reused = min(counter.to_tokens(reused_units), r.estimated_prompt)
             out_tokens = min(counter.to_tokens(len(output_units)), r.max_output)
             charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
@@ -195,9 +208,9 @@ class TokenLedger:
                 charged = r.tokens
             else:
                 charged = min(charged_prompt + charged_output, r.tokens)
-            if sent:
-                self._processed[r.context_id] = bytes(prompt_units) + bytes(output_units) \
-                    if isinstance(prompt_units, bytes) else tuple(prompt_units) + tuple(output_units)
+            if sent:  # kept as two parts: joining them copied the whole transcript every round
+                self._processed[r.context_id] = (bytes(prompt_units), bytes(output_units)) \
+                    if isinstance(prompt_units, bytes) else (tuple(prompt_units), tuple(output_units))
             rec = RequestRecord(
                 id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
                 outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,

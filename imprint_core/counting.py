@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from operator import is_
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -55,6 +56,12 @@ class ByteEstimateCounter:
         # message is rendered once. Keyed by identity (the entry keeps the
         # message alive, so an id is never reused while cached).
         self._rendered: dict[int, tuple[Message, bytes]] = {}
+        # The last prompt counted: (tools, messages, units). The next request
+        # of the same context is that prompt plus the round's messages, so
+        # its units are the last ones plus those messages' bytes: rendering
+        # the whole transcript again each round grew with its length. Same
+        # objects only (a tuple keeps them alive, so identity is safe).
+        self._last: tuple[tuple[ToolSpec, ...], tuple[Message, ...], bytes] | None = None
 
     def _render(self, m: Message) -> bytes:
         hit = self._rendered.get(id(m))
@@ -67,7 +74,16 @@ class ByteEstimateCounter:
         return data
 
     def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bytes:
-        return render_tools(tools).encode("utf-8") + b"".join(self._render(m) for m in messages)
+        tools, messages = tuple(tools), tuple(messages)
+        last = self._last  # one read: section workers count concurrently
+        if last is not None and _same(last[0], tools) and _extends(messages, last[1]):
+            known = len(last[1])
+            units = last[2] + b"".join(self._render(m) for m in messages[known:]) if len(messages) > known \
+                else last[2]
+        else:
+            units = render_tools(tools).encode("utf-8") + b"".join(self._render(m) for m in messages)
+        self._last = (tools, messages, units)
+        return units
 
     def output_units(self, reply: Message) -> bytes:
         return render_message(reply).encode("utf-8")
@@ -76,13 +92,25 @@ class ByteEstimateCounter:
         return math.ceil(units / self.bytes_per_token) if units > 0 else 0
 
 
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(map(is_, a, b))
+
+
+def _extends(longer: tuple, prefix: tuple) -> bool:
+    return len(longer) >= len(prefix) and all(map(is_, longer, prefix))
+
+
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix, by bisection over slice equality
     (C-speed comparisons, O(n log n) instead of a Python loop over n)."""
     n = min(len(a), len(b))
     if n == 0 or a[0] != b[0]:
         return 0
-    if a[:n] == b[:n]:
+    if isinstance(a, bytes) and isinstance(b, bytes):
+        # The usual case, one prompt extending the last: no copy of either.
+        if (b.startswith(a) if n == len(a) else a.startswith(b)):
+            return n
+    elif a[:n] == b[:n]:
         return n
     lo, hi = 1, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
     while hi - lo > 1:
