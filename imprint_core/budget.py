@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from .counting import common_prefix_len
+from .counting import GrownBytes, as_bytes_like, common_prefix_len
 from .errors import TokenBudgetExceeded
 from .types import Clock, TokenCounter, Usage
 
@@ -124,14 +124,20 @@ class LedgerTotals:
 
 def _reused(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int]) -> int:
     """common_prefix_len(prompt + output, units) for the two parts a context
-    has seen, without joining them."""
+    has seen, without joining them or copying the transcript."""
     prompt, output = seen
-    n = common_prefix_len(prompt, units)
+    if isinstance(prompt, GrownBytes) and isinstance(units, GrownBytes) and prompt.buffer is units.buffer:
+        n = min(len(prompt), len(units))  # one buffer, appended to only: the shorter is a prefix
+    else:
+        prompt, units = as_bytes_like(prompt), as_bytes_like(units)
+        n = common_prefix_len(prompt, units)
     if n < len(prompt) or not output:
         return n
-    if isinstance(units, bytes) and isinstance(output, bytes) and units.startswith(output, n):
-        return n + len(output)
-    return n + common_prefix_len(output, units[n:])
+    if isinstance(output, bytes):
+        data = units.buffer if isinstance(units, GrownBytes) else units
+        if isinstance(data, (bytes, bytearray)) and data.startswith(output, n, len(units)):
+            return n + len(output)
+    return n + common_prefix_len(output, as_bytes_like(units[n:]))
 
 
 class TokenLedger:
@@ -209,8 +215,8 @@ class TokenLedger:
             else:
                 charged = min(charged_prompt + charged_output, r.tokens)
             if sent:  # kept as two parts: joining them copied the whole transcript every round
-                self._processed[r.context_id] = (bytes(prompt_units), bytes(output_units)) \
-                    if isinstance(prompt_units, bytes) else (tuple(prompt_units), tuple(output_units))
+                self._processed[r.context_id] = (prompt_units, bytes(output_units)) \
+                    if isinstance(prompt_units, (bytes, GrownBytes)) else (tuple(prompt_units), tuple(output_units))
             rec = RequestRecord(
                 id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
                 outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from operator import is_
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
@@ -44,6 +45,51 @@ def render_tools(tools: Sequence[ToolSpec]) -> str:
         json.dumps(t.to_dict(), ensure_ascii=False, sort_keys=True) for t in tools) + "\n"
 
 
+class GrownBytes:
+    """A prompt's byte-estimate units without copying the transcript: the
+    first `n` bytes of a buffer that is only ever appended to. Bytes once
+    written never change, so a view of the same buffer that is no longer is
+    a prefix of this one (the ledger's prefix check is then a comparison of
+    lengths). Reads as the bytes it stands for."""
+    __slots__ = ("buffer", "n")
+
+    def __init__(self, buffer: bytearray, n: int):
+        self.buffer, self.n = buffer, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.buffer[:self.n])  # a slice, then a copy: no export held while others append
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self.n)
+            return bytes(self.buffer[start:stop]) if step == 1 else bytes(self)[i]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("GrownBytes index out of range")
+        return self.buffer[i]
+
+    def __iter__(self):
+        return iter(bytes(self))
+
+    def __eq__(self, other: object) -> bool:
+        return bytes(self) == (bytes(other) if isinstance(other, GrownBytes) else other)
+
+    def __hash__(self) -> int:
+        return hash(bytes(self))
+
+    def __repr__(self) -> str:
+        return f"GrownBytes({bytes(self)!r})"
+
+
+def as_bytes_like(units):
+    """Units as a plain sequence: GrownBytes copied out, anything else as is."""
+    return bytes(units) if isinstance(units, GrownBytes) else units
+
+
 class ByteEstimateCounter:
     """Remote prompt counts: bytes of the formatted request / ratio, rounded up."""
 
@@ -57,11 +103,13 @@ class ByteEstimateCounter:
         # message alive, so an id is never reused while cached).
         self._rendered: dict[int, tuple[Message, bytes]] = {}
         # The last prompt counted: (tools, messages, units). The next request
-        # of the same context is that prompt plus the round's messages, so
-        # its units are the last ones plus those messages' bytes: rendering
-        # the whole transcript again each round grew with its length. Same
-        # objects only (a tuple keeps them alive, so identity is safe).
-        self._last: tuple[tuple[ToolSpec, ...], tuple[Message, ...], bytes] | None = None
+        # of the same context is that prompt plus the round's messages, so its
+        # units are the same buffer with those messages' bytes appended:
+        # rendering and joining the whole transcript again each round grew
+        # with its length. Same objects only (the tuples keep them alive, so
+        # identity is safe); the lock: section workers count concurrently.
+        self._last: tuple[tuple[ToolSpec, ...], tuple[Message, ...], GrownBytes] | None = None
+        self._lock = threading.Lock()
 
     def _render(self, m: Message) -> bytes:
         hit = self._rendered.get(id(m))
@@ -73,17 +121,31 @@ class ByteEstimateCounter:
         self._rendered[id(m)] = (m, data)
         return data
 
-    def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bytes:
+    def grown_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> GrownBytes:
+        """`prompt_units` as a GrownBytes: no copy of the part the last prompt had."""
         tools, messages = tuple(tools), tuple(messages)
-        last = self._last  # one read: section workers count concurrently
-        if last is not None and _same(last[0], tools) and _extends(messages, last[1]):
-            known = len(last[1])
-            units = last[2] + b"".join(self._render(m) for m in messages[known:]) if len(messages) > known \
-                else last[2]
-        else:
-            units = render_tools(tools).encode("utf-8") + b"".join(self._render(m) for m in messages)
-        self._last = (tools, messages, units)
+        with self._lock:
+            last = self._last
+            if (last is not None and _same(last[0], tools) and _extends(messages, last[1])
+                    and len(last[2].buffer) == last[2].n):
+                buf = last[2].buffer
+                for m in messages[len(last[1]):]:
+                    buf += self._render(m)
+            else:
+                buf = bytearray(render_tools(tools).encode("utf-8"))
+                for m in messages:
+                    buf += self._render(m)
+            units = GrownBytes(buf, len(buf))
+            self._last = (tools, messages, units)
         return units
+
+    def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bytes:
+        return bytes(self.grown_units(messages, tools))
+
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[GrownBytes, int]:
+        """(units, tokens) for the loop's requests: the units uncopied."""
+        units = self.grown_units(messages, tools)
+        return units, self.to_tokens(len(units))
 
     def output_units(self, reply: Message) -> bytes:
         return render_message(reply).encode("utf-8")
@@ -156,8 +218,10 @@ COUNTING_MODES: tuple[str, ...] = ("byte", "calibrated", "tokenizer", "auto")
 def count_prompt(counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec]
                  ) -> tuple[Sequence[int], int]:
     """(units, tokens) of a prompt. A counter whose count is not a function
-    of the units alone (the calibrated fit's per-request overhead) has
-    `count(messages, tools)`; any other counts `to_tokens(len(units))`."""
+    of the units alone (the calibrated fit's per-request overhead), or that
+    hands out its units cheaper than `prompt_units` does (the byte estimate's
+    GrownBytes), has `count(messages, tools)`; any other counts
+    `to_tokens(len(units))`."""
     count = getattr(counter, "count", None)
     if count is not None:
         return count(messages, tools)

@@ -10,7 +10,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from imprint_core import EVENT_TYPES, ByteEstimateCounter, Message, ToolCall, ToolSpec, common_prefix_len
 from imprint_core.budget import RequestRecord, _reused
-from imprint_core.counting import render_message, render_tools
+from imprint_core.counting import GrownBytes, render_message, render_tools
 from imprint_core.novelty import segment
 from imprint_core.tools import _as_text, _has_units
 
@@ -41,7 +41,17 @@ def test_byte_units_built_on_the_last_prompt_equal_a_fresh_rendering(steps, pool
         msgs.extend(pool[(len(msgs) + i) % len(pool)] for i in range(grow))
         tools = TOOLS if with_tools else TOOLS[:1]
         assert ctr.prompt_units(msgs, tools) == _fresh(msgs, tools)
-        assert ctr.prompt_units(list(msgs), list(tools)) == _fresh(msgs, tools)
+        units, tokens = ctr.count(list(msgs), list(tools))
+        assert bytes(units) == units == _fresh(msgs, tools) and tokens == ctr.to_tokens(len(_fresh(msgs, tools)))
+
+
+def test_grown_bytes_read_as_the_bytes_they_stand_for_while_the_buffer_grows():
+    buf = bytearray(b"abcdef")
+    g = GrownBytes(buf, 4)
+    buf += b"xyz"
+    assert bytes(g) == g == b"abcd" and len(g) == 4 and list(g) == list(b"abcd")
+    assert (g[0], g[-1], g[1:3], g[::2], g[2:]) == (97, 100, b"bc", b"ac", b"cd")
+    assert hash(g) == hash(b"abcd") and g != b"abcdx"
 
 
 _units = st.lists(st.integers(0, 3), max_size=30)
@@ -54,6 +64,14 @@ def test_prefix_against_the_two_parts_seen_is_the_prefix_against_them_joined(pro
         prompt, output, new = bytes(prompt), bytes(output), bytes(new)
         assert _reused((prompt, output), new) == common_prefix_len(prompt + output, new)
         assert _reused((prompt, output), prompt + output + new) == len(prompt) + len(output)
+        # GrownBytes of one buffer (the counter's), of another, and mixed with bytes
+        buf = bytearray(prompt + output + new)
+        same = GrownBytes(buf, len(buf))
+        joined = prompt + output + new
+        for seen in (GrownBytes(buf, len(prompt)), GrownBytes(bytearray(prompt), len(prompt)), prompt):
+            assert _reused((seen, output), same) == common_prefix_len(prompt + output, joined)
+            assert _reused((seen, output), GrownBytes(bytearray(new), len(new))) == \
+                common_prefix_len(prompt + output, new)
     else:
         prompt, output, new = tuple(prompt), tuple(output), tuple(new)
         assert _reused((prompt, output), new) == common_prefix_len(prompt + output, new)
