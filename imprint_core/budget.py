@@ -126,8 +126,9 @@ def _reused(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int]) -> 
     """common_prefix_len(prompt + output, units) for the two parts a context
     has seen, without joining them or copying the transcript."""
     prompt, output = seen
-    if isinstance(prompt, GrownBytes) and isinstance(units, GrownBytes) and prompt.buffer is units.buffer:
-        n = min(len(prompt), len(units))  # one buffer, appended to only: the shorter is a prefix
+    if (isinstance(prompt, GrownBytes) and isinstance(units, GrownBytes) and prompt.lineage is not None
+            and prompt.lineage is units.lineage):
+        n = min(len(prompt), len(units))  # one lineage, only ever extended: the shorter is a prefix
     else:
         prompt, units = as_bytes_like(prompt), as_bytes_like(units)
         n = common_prefix_len(prompt, units)

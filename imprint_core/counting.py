@@ -47,25 +47,27 @@ def render_tools(tools: Sequence[ToolSpec]) -> str:
 
 class GrownBytes:
     """A prompt's byte-estimate units without copying the transcript: the
-    first `n` bytes of a buffer that is only ever appended to. Bytes once
-    written never change, so a view of the same buffer that is no longer is
-    a prefix of this one (the ledger's prefix check is then a comparison of
-    lengths). Reads as the bytes it stands for."""
-    __slots__ = ("buffer", "n")
+    first `n` bytes of a buffer that is written only past its fill, never
+    resized and never rewritten. `lineage` names the series of prompts the
+    buffer holds: a buffer that runs out of room is copied into a larger one
+    of the same lineage, so a view of one lineage that is no longer than
+    another is a prefix of it (the ledger's prefix check is then a comparison
+    of lengths). Reads as the bytes it stands for."""
+    __slots__ = ("buffer", "n", "lineage")
 
-    def __init__(self, buffer: bytearray, n: int):
-        self.buffer, self.n = buffer, n
+    def __init__(self, buffer: bytearray, n: int, lineage: object = None):
+        self.buffer, self.n, self.lineage = buffer, n, lineage
 
     def __len__(self) -> int:
         return self.n
 
     def __bytes__(self) -> bytes:
-        return bytes(self.buffer[:self.n])  # a slice, then a copy: no export held while others append
+        return bytes(memoryview(self.buffer)[:self.n])
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             start, stop, step = i.indices(self.n)
-            return bytes(self.buffer[start:stop]) if step == 1 else bytes(self)[i]
+            return bytes(memoryview(self.buffer)[start:stop]) if step == 1 else bytes(self)[i]
         if i < 0:
             i += self.n
         if not 0 <= i < self.n:
@@ -126,16 +128,24 @@ class ByteEstimateCounter:
         tools, messages = tuple(tools), tuple(messages)
         with self._lock:
             last = self._last
-            if (last is not None and _same(last[0], tools) and _extends(messages, last[1])
-                    and len(last[2].buffer) == last[2].n):
-                buf = last[2].buffer
-                for m in messages[len(last[1]):]:
-                    buf += self._render(m)
+            if last is not None and _same(last[0], tools) and _extends(messages, last[1]):
+                prev = last[2]
+                buf, n, lineage = prev.buffer, prev.n, prev.lineage
+                parts = [self._render(m) for m in messages[len(last[1]):]]
             else:
-                buf = bytearray(render_tools(tools).encode("utf-8"))
-                for m in messages:
-                    buf += self._render(m)
-            units = GrownBytes(buf, len(buf))
+                buf, n, lineage = bytearray(), 0, object()
+                parts = [render_tools(tools).encode("utf-8")] + [self._render(m) for m in messages]
+            need = n + sum(map(len, parts))
+            if need > len(buf):
+                # Room for as much again: bytearray's own growth (an eighth
+                # more) moved the whole buffer every few rounds.
+                grown = bytearray(max(need, 2 * len(buf), 1 << 16))
+                grown[:n] = memoryview(buf)[:n]
+                buf = grown
+            for part in parts:
+                buf[n:n + len(part)] = part  # same length: written in place, never resized
+                n += len(part)
+            units = GrownBytes(buf, n, lineage)
             self._last = (tools, messages, units)
         return units
 

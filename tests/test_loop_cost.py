@@ -45,6 +45,27 @@ def test_byte_units_built_on_the_last_prompt_equal_a_fresh_rendering(steps, pool
         assert bytes(units) == units == _fresh(msgs, tools) and tokens == ctr.to_tokens(len(_fresh(msgs, tools)))
 
 
+def test_prompts_past_the_buffer_s_room_stay_whole_and_prefixes_of_the_next():
+    """Transcripts of several hundred KB: the buffer is copied into larger
+    ones and every view of the lineage is still the whole rendering, each a
+    prefix of the next (the ledger's shortcut), whatever was counted between."""
+    ctr = ByteEstimateCounter()
+    msgs = [Message("system", "s"), Message("user", "q")]
+    seen = []
+    for i in range(12):
+        units, _ = ctr.count(msgs, TOOLS)
+        assert units == _fresh(msgs, TOOLS)
+        seen.append(units)
+        if i == 6:  # another context counted in between: a new lineage from there on
+            assert ctr.count(msgs[:1], TOOLS)[0] == _fresh(msgs[:1], TOOLS)
+        msgs += [Message("assistant", "", tool_calls=(ToolCall(f"c{i}", "search", {"q": i}),)),
+                 Message("tool", f"{i} " * 20_000, tool_call_id=f"c{i}")]
+    for a, b in zip(seen, seen[1:]):
+        assert bytes(b).startswith(bytes(a))
+        assert _reused((a, b""), b) == len(a) == common_prefix_len(bytes(a), bytes(b))
+    assert len({id(u.buffer) for u in seen}) > 2 and len({id(u.lineage) for u in seen}) == 2
+
+
 def test_grown_bytes_read_as_the_bytes_they_stand_for_while_the_buffer_grows():
     buf = bytearray(b"abcdef")
     g = GrownBytes(buf, 4)
@@ -97,3 +118,15 @@ def test_stamping_is_replace_for_every_event_type():
         stamped = event.stamped(2.5, "w")
         assert stamped == dataclasses.replace(event, t=2.5, wall="w") and type(stamped) is cls
         assert (event.t, event.wall) == (None, None)
+
+
+def test_wall_time_is_what_datetime_writes():
+    from datetime import datetime, timezone
+
+    from imprint_core.clock import wall_time
+    for _ in range(50):
+        before = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        wall = wall_time()
+        after = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        assert before <= wall <= after and len(wall) == len(before)
+        assert datetime.fromisoformat(wall).tzinfo == timezone.utc
