@@ -232,7 +232,8 @@ def main() -> int:
     if args.overhead_only:
         print("loop_overhead", json.dumps(bench_overhead(args.rounds, args.repeat)))
         return 0
-    results = {"machine": {"python": platform.python_version(), "processor": platform.machine()},
+    results = {"machine": {"python": platform.python_version(), "processor": platform.machine(),
+                           "cores": os.cpu_count(), "load_average_at_start": round(os.getloadavg()[0], 2)},
                "loop_overhead": bench_overhead(args.rounds, args.repeat),
                "scenario_library": bench_library(), "tuning_sweep": bench_sweep()}
     atomic_write_text(Path(args.out), json.dumps(results, indent=2) + "\n")
