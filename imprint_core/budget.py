@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from .counting import common_prefix_len
+from .counting import GrownBytes, as_bytes_like, common_prefix_len
 from .errors import TokenBudgetExceeded
 from .types import Clock, TokenCounter, Usage
 
@@ -122,6 +122,25 @@ class LedgerTotals:
         return self.budget - self.committed
 
 
+def _reused(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int]) -> int:
+    """common_prefix_len(prompt + output, units) for the two parts a context
+    has seen, without joining them or copying the transcript."""
+    prompt, output = seen
+    if (isinstance(prompt, GrownBytes) and isinstance(units, GrownBytes) and prompt.lineage is not None
+            and prompt.lineage is units.lineage):
+        n = min(len(prompt), len(units))  # one lineage, only ever extended: the shorter is a prefix
+    else:
+        prompt, units = as_bytes_like(prompt), as_bytes_like(units)
+        n = common_prefix_len(prompt, units)
+    if n < len(prompt) or not output:
+        return n
+    if isinstance(output, bytes):
+        data = units.buffer if isinstance(units, GrownBytes) else units
+        if isinstance(data, (bytes, bytearray)) and data.startswith(output, n, len(units)):
+            return n + len(output)
+    return n + common_prefix_len(output, as_bytes_like(units[n:]))
+
+
 class TokenLedger:
     """Reservations before research requests, settlement after them.
 
@@ -136,7 +155,8 @@ class TokenLedger:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._outstanding: dict[int, Reservation] = {}
-        self._processed: dict[str, Sequence[int]] = {}  # context -> units its provider has seen
+        # context -> units its provider has seen: the last prompt's, then its output's
+        self._processed: dict[str, tuple[Sequence[int], Sequence[int]]] = {}
         self.records: list[RequestRecord] = []
         self.final_records: list[RequestRecord] = []
         self.totals = LedgerTotals(budget=self.budget)
@@ -174,8 +194,8 @@ class TokenLedger:
         with self._lock:
             del self._outstanding[r.id]
             self.totals.outstanding -= r.tokens
-            prev = self._processed.get(r.context_id, ())
-            reused_units = common_prefix_len(prev, prompt_units) if sent else 0
+            prev = self._processed.get(r.context_id)
+            reused_units = _reused(prev, prompt_units) if sent and prev is not None else 0
             reused = min(counter.to_tokens(reused_units), r.estimated_prompt)
             out_tokens = min(counter.to_tokens(len(output_units)), r.max_output)
             charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
@@ -195,9 +215,9 @@ class TokenLedger:
                 charged = r.tokens
             else:
                 charged = min(charged_prompt + charged_output, r.tokens)
-            if sent:
-                self._processed[r.context_id] = bytes(prompt_units) + bytes(output_units) \
-                    if isinstance(prompt_units, bytes) else tuple(prompt_units) + tuple(output_units)
+            if sent:  # kept as two parts: joining them copied the whole transcript every round
+                self._processed[r.context_id] = (prompt_units, bytes(output_units)) \
+                    if isinstance(prompt_units, (bytes, GrownBytes)) else (tuple(prompt_units), tuple(output_units))
             rec = RequestRecord(
                 id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
                 outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,

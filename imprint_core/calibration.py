@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from .counting import DEFAULT_BYTES_PER_TOKEN, ByteEstimateCounter
+from .counting import DEFAULT_BYTES_PER_TOKEN, ByteEstimateCounter, GrownBytes
 from .errors import CountingUnavailable
 from .files import atomic_write_text
 from .types import Message, ToolSpec
@@ -115,8 +115,8 @@ class CalibratedCounter(ByteEstimateCounter):
         self.store, self.key = store, CalibrationStore.key(provider, model)
         self.name = f"calibrated/{self.bytes_per_token:g}"
 
-    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[bytes, int]:
-        units = self.prompt_units(messages, tools)
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[GrownBytes, int]:
+        units = self.grown_units(messages, tools)
         fit = fit_envelope(self.store.points(self.key))
         kind = bool(tools)
         if fit is None or kind not in fit[1]:
@@ -126,4 +126,4 @@ class CalibratedCounter(ByteEstimateCounter):
         return units, max(math.ceil(slope * len(units) + overhead[kind] - 1e-9), 1)
 
     def observe(self, messages: Sequence[Message], tools: Sequence[ToolSpec], measured_prompt: int) -> None:
-        self.store.add(self.key, len(self.prompt_units(messages, tools)), bool(tools), measured_prompt)
+        self.store.add(self.key, len(self.grown_units(messages, tools)), bool(tools), measured_prompt)

@@ -38,6 +38,18 @@ class VirtualClock:
     advance = sleep
 
 
+_second: tuple[int, str] = (-1, "")
+
+
 def wall_time() -> str:
-    """ISO-8601 UTC wall time for trace lines (informative, never compared)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    """ISO-8601 UTC wall time for trace lines (informative, never compared):
+    what datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    writes, with the date and time of day formatted once a second (every
+    trace line is stamped; building a datetime for each cost more than the
+    rest of writing an event)."""
+    global _second
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, datetime.fromtimestamp(sec, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{ns // 1_000_000:03d}+00:00"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from operator import is_
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -43,6 +45,53 @@ def render_tools(tools: Sequence[ToolSpec]) -> str:
         json.dumps(t.to_dict(), ensure_ascii=False, sort_keys=True) for t in tools) + "\n"
 
 
+class GrownBytes:
+    """A prompt's byte-estimate units without copying the transcript: the
+    first `n` bytes of a buffer that is written only past its fill, never
+    resized and never rewritten. `lineage` names the series of prompts the
+    buffer holds: a buffer that runs out of room is copied into a larger one
+    of the same lineage, so a view of one lineage that is no longer than
+    another is a prefix of it (the ledger's prefix check is then a comparison
+    of lengths). Reads as the bytes it stands for."""
+    __slots__ = ("buffer", "n", "lineage")
+
+    def __init__(self, buffer: bytearray, n: int, lineage: object = None):
+        self.buffer, self.n, self.lineage = buffer, n, lineage
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bytes__(self) -> bytes:
+        return bytes(memoryview(self.buffer)[:self.n])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self.n)
+            return bytes(memoryview(self.buffer)[start:stop]) if step == 1 else bytes(self)[i]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("GrownBytes index out of range")
+        return self.buffer[i]
+
+    def __iter__(self):
+        return iter(bytes(self))
+
+    def __eq__(self, other: object) -> bool:
+        return bytes(self) == (bytes(other) if isinstance(other, GrownBytes) else other)
+
+    def __hash__(self) -> int:
+        return hash(bytes(self))
+
+    def __repr__(self) -> str:
+        return f"GrownBytes({bytes(self)!r})"
+
+
+def as_bytes_like(units):
+    """Units as a plain sequence: GrownBytes copied out, anything else as is."""
+    return bytes(units) if isinstance(units, GrownBytes) else units
+
+
 class ByteEstimateCounter:
     """Remote prompt counts: bytes of the formatted request / ratio, rounded up."""
 
@@ -55,6 +104,14 @@ class ByteEstimateCounter:
         # message is rendered once. Keyed by identity (the entry keeps the
         # message alive, so an id is never reused while cached).
         self._rendered: dict[int, tuple[Message, bytes]] = {}
+        # The last prompt counted: (tools, messages, units). The next request
+        # of the same context is that prompt plus the round's messages, so its
+        # units are the same buffer with those messages' bytes appended:
+        # rendering and joining the whole transcript again each round grew
+        # with its length. Same objects only (the tuples keep them alive, so
+        # identity is safe); the lock: section workers count concurrently.
+        self._last: tuple[tuple[ToolSpec, ...], tuple[Message, ...], GrownBytes] | None = None
+        self._lock = threading.Lock()
 
     def _render(self, m: Message) -> bytes:
         hit = self._rendered.get(id(m))
@@ -66,8 +123,39 @@ class ByteEstimateCounter:
         self._rendered[id(m)] = (m, data)
         return data
 
+    def grown_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> GrownBytes:
+        """`prompt_units` as a GrownBytes: no copy of the part the last prompt had."""
+        tools, messages = tuple(tools), tuple(messages)
+        with self._lock:
+            last = self._last
+            if last is not None and _same(last[0], tools) and _extends(messages, last[1]):
+                prev = last[2]
+                buf, n, lineage = prev.buffer, prev.n, prev.lineage
+                parts = [self._render(m) for m in messages[len(last[1]):]]
+            else:
+                buf, n, lineage = bytearray(), 0, object()
+                parts = [render_tools(tools).encode("utf-8")] + [self._render(m) for m in messages]
+            need = n + sum(map(len, parts))
+            if need > len(buf):
+                # Room for as much again: bytearray's own growth (an eighth
+                # more) moved the whole buffer every few rounds.
+                grown = bytearray(max(need, 2 * len(buf), 1 << 16))
+                grown[:n] = memoryview(buf)[:n]
+                buf = grown
+            for part in parts:
+                buf[n:n + len(part)] = part  # same length: written in place, never resized
+                n += len(part)
+            units = GrownBytes(buf, n, lineage)
+            self._last = (tools, messages, units)
+        return units
+
     def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> bytes:
-        return render_tools(tools).encode("utf-8") + b"".join(self._render(m) for m in messages)
+        return bytes(self.grown_units(messages, tools))
+
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[GrownBytes, int]:
+        """(units, tokens) for the loop's requests: the units uncopied."""
+        units = self.grown_units(messages, tools)
+        return units, self.to_tokens(len(units))
 
     def output_units(self, reply: Message) -> bytes:
         return render_message(reply).encode("utf-8")
@@ -76,13 +164,25 @@ class ByteEstimateCounter:
         return math.ceil(units / self.bytes_per_token) if units > 0 else 0
 
 
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(map(is_, a, b))
+
+
+def _extends(longer: tuple, prefix: tuple) -> bool:
+    return len(longer) >= len(prefix) and all(map(is_, longer, prefix))
+
+
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix, by bisection over slice equality
     (C-speed comparisons, O(n log n) instead of a Python loop over n)."""
     n = min(len(a), len(b))
     if n == 0 or a[0] != b[0]:
         return 0
-    if a[:n] == b[:n]:
+    if isinstance(a, bytes) and isinstance(b, bytes):
+        # The usual case, one prompt extending the last: no copy of either.
+        if (b.startswith(a) if n == len(a) else a.startswith(b)):
+            return n
+    elif a[:n] == b[:n]:
         return n
     lo, hi = 1, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
     while hi - lo > 1:
@@ -128,8 +228,10 @@ COUNTING_MODES: tuple[str, ...] = ("byte", "calibrated", "tokenizer", "auto")
 def count_prompt(counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec]
                  ) -> tuple[Sequence[int], int]:
     """(units, tokens) of a prompt. A counter whose count is not a function
-    of the units alone (the calibrated fit's per-request overhead) has
-    `count(messages, tools)`; any other counts `to_tokens(len(units))`."""
+    of the units alone (the calibrated fit's per-request overhead), or that
+    hands out its units cheaper than `prompt_units` does (the byte estimate's
+    GrownBytes), has `count(messages, tools)`; any other counts
+    `to_tokens(len(units))`."""
     count = getattr(counter, "count", None)
     if count is not None:
         return count(messages, tools)

@@ -9,7 +9,7 @@ extra fields do not break an older reader.
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 from .budget import RequestRecord
@@ -40,7 +40,12 @@ class Event:
         return cls(**kwargs)
 
     def stamped(self, t: float, wall: str) -> "Event":
-        return replace(self, t=t, wall=wall)
+        # replace(self, t=t, wall=wall) without its field-by-field rebuild
+        # (several events a round): events have no __post_init__ and no
+        # init=False fields, so copying the instance dict is the same.
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__, t=t, wall=wall)
+        return out
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}

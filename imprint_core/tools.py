@@ -53,6 +53,19 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def _has_units(text: str, segments: tuple | None) -> bool:
+    """Whether a result has an evidence unit that is not blank. Text that is
+    not a JSON array is split into paragraphs at blank lines, so it has one
+    exactly when it is not blank: only an array needs segmenting (splitting
+    20 KB into paragraphs to learn that cost more than the call)."""
+    if segments is None:
+        stripped = text.strip()
+        if not (stripped[:1] == "[" and stripped[-1:] == "]"):
+            return bool(stripped)
+        segments = segment(text)
+    return any(_as_text(u).strip() for u in segments)
+
+
 class ToolExecutor:
     """Runs one batch of calls in order.
 
@@ -117,8 +130,7 @@ class ToolExecutor:
             text = _as_text(out.text)
             # A read that returned no evidence units ("", "[]", no hits) is empty,
             # not evidence, whatever its raw text.
-            units = out.segments if out.segments is not None else segment(text)
-            status = out.status or ("ok" if any(_as_text(u).strip() for u in units) else "empty")
+            status = out.status or ("ok" if _has_units(text, out.segments) else "empty")
             result = ToolResult(call.id, call.name, kind, status, text,
                                 segments=tuple(_as_text(s) for s in out.segments) if out.segments is not None else None)
         except ToolAbandoned as exc:
