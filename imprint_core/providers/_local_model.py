@@ -151,6 +151,9 @@ def kv_cache(torch: Any, config: Any) -> Any:
     cache = DynamicCache(config=config)
     layer_class = _growing_layer(torch, DynamicLayer)
     cache.layers = [layer_class() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    for layer in cache.layers:
+        if isinstance(layer, layer_class):
+            layer.max_rows = getattr(config, "max_position_embeddings", None)
     return cache
 
 
@@ -166,6 +169,8 @@ def _growing_layer(torch: Any, base: Any) -> Any:
     class GrowingLayer(base):
         # keys/values: views of the first `length` rows of the buffers, so
         # every reader of a DynamicLayer (seq length, masks, crop) still works.
+        max_rows: int | None = None  # the model's context window, where known
+
         def lazy_initialization(self, key_states: Any, value_states: Any) -> None:
             super().lazy_initialization(key_states, value_states)
             self._kbuf = self._vbuf = None
@@ -177,10 +182,12 @@ def _growing_layer(torch: Any, base: Any) -> Any:
             self._length = min(self._length, self.get_seq_length())  # crop() narrowed the views
             end = self._length + key_states.shape[-2]
             if self._kbuf is None or end > self._kbuf.shape[-2]:
-                capacity = max(end, 2 * (self._kbuf.shape[-2] if self._kbuf is not None else 0))
-                capacity = -(-capacity // KV_BLOCK) * KV_BLOCK
-                self._kbuf, self._vbuf = (self._grown(old, new, capacity) for old, new in
-                                          ((self._kbuf, key_states), (self._vbuf, value_states)))
+                had = self._kbuf.shape[-2] if self._kbuf is not None else 0
+                capacity = -(-max(end, 2 * had) // KV_BLOCK) * KV_BLOCK
+                capacity = max(end, min(capacity, self.max_rows or capacity))  # never past the context window
+                keys, values = self._grown(self._kbuf, key_states, capacity), self._grown(self._vbuf, value_states,
+                                                                                         capacity)
+                self._kbuf, self._vbuf = keys, values
             self._kbuf[..., self._length:end, :] = key_states
             self._vbuf[..., self._length:end, :] = value_states
             self._length = end
