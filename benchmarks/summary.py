@@ -88,7 +88,7 @@ def peer_rows(peers: dict) -> list[tuple[str, str, str, str]]:
         if "total_s" in s:
             walls = [r["wall_s"] for r in s["rounds"]]
             out.append((f"{n}-round conversation, {name}: total (round 1 → round {n}; prompt tokens reported "
-                        f"in round {n})", f"{s['total_s']} s ({walls[0]} s → {walls[-1]} s; "
+                        f"in round {n})", f"{s['total_s']:.1f} s ({walls[0]:.1f} s → {walls[-1]:.1f} s; "
                         f"{s.get('prompt_tokens_last_round')})", "(measured)", "-" if s["status"] == "ran" else "error"))
         else:
             out.append((f"{n}-round conversation, {name}", f"skipped: {(s.get('skipped') or '').splitlines()[0]}",
