@@ -42,6 +42,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_loop.py
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
+	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/summary.py
 
 # Re-record the local model's traces under traces/local/ (committed).

@@ -21,6 +21,7 @@ def _load(name: str) -> dict | None:
 def rows() -> list[tuple[str, str, str, str]]:
     out = []
     nov, loop, local, tune = _load("novelty.json"), _load("loop.json"), _load("local.json"), _load("tune.json")
+    peers = _load("peers.json")
     if nov:
         mbs = nov["mb_per_s"]
         out.append(("novelty tracker throughput (default normalization, CPU time)", f"{mbs['tracker_default']} MB/s",
@@ -82,6 +83,50 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append((f"time to first token on a {pc['shared_prefix_tokens']:,}-token shared prefix",
                     f"{pc['ttft_without_reuse_s_median']} s → {pc['ttft_with_reuse_s_median']} s with reuse "
                     f"({pc['speedup']}×)", "(measured)", "-"))
+    if peers:
+        out += peer_rows(peers)
+    return out
+
+
+def peer_rows(peers: dict) -> list[tuple[str, str, str, str]]:
+    """bench_peers.py: the long conversation, ours against each peer and the limit."""
+    out = []
+    n, systems, ratios = peers["rounds"], peers["systems"], peers.get("ratios", {})
+    targets, met = ratios.get("targets", {}), ratios.get("met", {})
+    local = systems.get("local", {})
+
+    def verdict(key: str) -> str:
+        return "-" if key not in met else ("met" if met[key] else "missed")
+
+    for name, s in systems.items():
+        if "total_s" in s:
+            walls = [r["wall_s"] for r in s["rounds"]]
+            out.append((f"{n}-round conversation, {name}: total (round 1 → round {n}; prompt tokens reported "
+                        f"in round {n})", f"{s['total_s']:.1f} s ({walls[0]:.1f} s → {walls[-1]:.1f} s; "
+                        f"{s.get('prompt_tokens_last_round')})", "(measured)", "-" if s["status"] == "ran" else "error"))
+        else:
+            out.append((f"{n}-round conversation, {name}", f"skipped: {(s.get('skipped') or '').splitlines()[0]}",
+                        "(measured)", "-"))
+    if "limit" in peers:
+        lim = peers["limit"]
+        out.append((f"… the limit: short-context prefill {lim['prefill_tokens_per_s']} tokens/s, decode "
+                    f"{lim['decode_s_per_token'] * 1000:.0f} ms/token", f"{lim['total_s']} s", "(measured)", "-"))
+    if "local_vs_limit" in ratios:
+        out.append(("… local provider against the limit", f"{ratios['local_vs_limit']}×",
+                    f"≤ {targets.get('local_vs_limit')}×", verdict("local_vs_limit")))
+    for name in systems:
+        if f"local_vs_{name}" in ratios:
+            cpu = ratios.get(f"local_vs_{name}_cpu")
+            out.append((f"… local provider against {name}", f"{ratios[f'local_vs_{name}']}×"
+                        + (f" (CPU time {cpu}×)" if cpu is not None else ""), "(measured)", "-"))
+    if "local_vs_best_peer" in ratios:
+        out.append((f"… local provider against the best peer ({ratios['best_peer']})",
+                    f"{ratios['local_vs_best_peer']}×", f"≤ {targets.get('local_vs_best_peer')}×",
+                    verdict("local_vs_best_peer")))
+    if "round_last_vs_round_2" in ratios and local:
+        out.append((f"… local provider, round {n} time against round 2",
+                    f"{ratios['round_last_vs_round_2']}× (CPU time {ratios.get('round_last_vs_round_2_cpu')}×)",
+                    f"≤ {targets.get('round_last_vs_round_2')}×", verdict("round_last_vs_round_2")))
     return out
 
 

@@ -90,6 +90,32 @@ def assert_valid_call(call: ToolCall, offered: list[ToolSpec]) -> None:
 
 
 # ---- without the model ---------------------------------------------------------------------
+def test_kv_cache_grows_in_place_and_crops_like_a_dynamic_cache():
+    """The provider's KV cache (no torch.cat per token): appends of any size,
+    crops on prefix reuse and growth past its capacity hold exactly the rows
+    a DynamicCache would, and it never grows past the context window."""
+    import random
+    import torch
+    from transformers import LlamaConfig
+    from imprint_core.providers._local_model import kv_cache
+    config = LlamaConfig(num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, hidden_size=8,
+                         max_position_embeddings=3000)
+    cache, rows, length, rng = kv_cache(torch, config), torch.randn(1, 1, 3000, 4), 0, random.Random(1)
+    for step in range(400):
+        n = rng.choice([1, 1, 1, 37, 600])
+        if length + n > 3000:
+            break
+        keys, values = cache.layers[0].update(rows[:, :, length:length + n], -rows[:, :, length:length + n])
+        length += n
+        assert torch.equal(keys, rows[:, :, :length]) and torch.equal(values, -rows[:, :, :length])
+        assert cache.get_seq_length() == length
+        if step % 7 == 3:
+            cache.crop(-5)
+            length -= 5
+            assert cache.get_seq_length() == length
+    assert length > 2000 and cache.layers[0]._kbuf.shape[-2] <= 3000
+
+
 def test_missing_model_folder_names_the_build_command(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere"
     with pytest.raises(ModelNotBuilt, match="imprint model build"):

@@ -216,12 +216,13 @@ def model_name(kind: str) -> str:
     return MODEL_NAME
 
 
-def command(kind: str, port: int) -> tuple[list[str], Path | None, dict[str, str]]:
-    """The server's command line, working directory and extra environment."""
+def command(kind: str, port: int, n_ctx: int | None = None) -> tuple[list[str], Path | None, dict[str, str]]:
+    """The server's command line, working directory and extra environment.
+    `n_ctx`: llama.cpp's context size (default LLAMA_CTX, what recordings use)."""
     bin_dir = venv_dir() / "bin"
     if kind == "llamacpp":
         cmd = [str(bin_dir / "python"), "-m", "llama_cpp.server", "--model", str(gguf_path()),
-               "--model_alias", LLAMA_MODEL_ALIAS, "--chat_format", LLAMA_CHAT_FORMAT, "--n_ctx", str(LLAMA_CTX),
+               "--model_alias", LLAMA_MODEL_ALIAS, "--chat_format", LLAMA_CHAT_FORMAT, "--n_ctx", str(n_ctx or LLAMA_CTX),
                "--n_threads", str(os.cpu_count() or 2), "--host", HOST, "--port", str(port)]
         return cmd, None, {}
     if kind == "transformers":
@@ -316,9 +317,10 @@ def _stop(process: subprocess.Popen, grace: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def server(kind: str, port: int | None = None, *, ready_timeout: float | None = None,
-           progress: Callable[[str], None] = lambda s: None) -> Iterator[RunningServer]:
+           progress: Callable[[str], None] = lambda s: None, n_ctx: int | None = None) -> Iterator[RunningServer]:
     """Start the server of `kind` on 127.0.0.1:`port` (a free port when None),
-    wait until it answers, yield it, and stop it on exit."""
+    wait until it answers, yield it, and stop it on exit. `n_ctx`: llama.cpp's
+    context size, for conversations longer than the recordings' LLAMA_CTX."""
     if kind not in SERVER_KINDS:
         raise UserInputError(f"unknown server {kind!r}", key="server", expected=" or ".join(SERVER_KINDS))
     if not venv_python().exists() or not is_set_up(kind):
@@ -328,7 +330,7 @@ def server(kind: str, port: int | None = None, *, ready_timeout: float | None = 
     if not port_free(port):
         raise ServerError(f"port {port} on {HOST} is already in use; pick another port, or pass the running "
                           f"server's URL instead of starting one")
-    cmd, cwd, extra_env = command(kind, port)
+    cmd, cwd, extra_env = command(kind, port, n_ctx)
     log = logs_dir() / f"{kind}-{port}.log"
     base_url = f"http://{HOST}:{port}/v1"
     progress(f"starting {kind} on {base_url} (log: {log})")

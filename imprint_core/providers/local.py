@@ -65,22 +65,33 @@ from ..types import (Clock, Done, ModelRequest, ProviderEvent, TextDelta, ToolCa
                      UsageEvent)
 from ._local_calls import (NUMBER_BOUND, NUMBER_STEP, SAFE_INTEGER, TOOL_CLOSE, TOOL_OPEN, ToolChoice, _ReplyText,
                            parse_tool_calls, tool_call_grammar)
-from ._local_model import (ATTENTION, TokenizerCounter, _attention_implementation, _Context, _HiddenLog,
+from ._local_model import (ATTENTION, TokenizerCounter, _attention_implementation, _Context, _HiddenLog, kv_cache,
                            message_dict, tool_dict)
 
 __all__ = ["ATTENTION", "DEFAULT_DTYPE", "Dtype", "LocalProvider", "LocalRequestStats", "NUMBER_BOUND",
            "NUMBER_STEP", "SAFE_INTEGER", "TOOL_CLOSE", "TOOL_OPEN", "TokenizerCounter", "ToolChoice",
            "message_dict", "parse_tool_calls", "tool_call_grammar", "tool_dict"]
 
-Dtype = Literal["bfloat16", "float32"]
+Dtype = Literal["auto", "bfloat16", "float32"]
 
-# bfloat16 is the default: on the 2-core machines it prefilled 1.7-2.2x as
-# fast as float32 in every run (a shorter uninterruptible stretch before the
-# first token, so a smaller overshoot when a deadline passes during prefill)
-# and needs half the memory; decode steps and whole research runs came out
-# within +-20% of float32 either way across four runs on a shared machine
-# (reports/bench/local.json, section "dtype").
-DEFAULT_DTYPE: Dtype = "bfloat16"
+# "auto" (the default) is bfloat16 where the CPU computes in it natively
+# (AVX512-BF16 or AMX) and float32 elsewhere. With native bf16 it prefilled
+# 1.7-2.2x as fast as float32 on the 2-core machines of earlier runs (a
+# shorter uninterruptible stretch before the first token) and needs half the
+# memory (reports/bench/local.json, section "dtype"). Without it (AVX2 only)
+# torch emulates bf16: prefill measured 5-6x slower than float32 (52-62
+# against 273-366 tokens/s on 650 tokens), and each bf16 decode step upcast
+# the whole KV cache, which grows with the context (issue 15;
+# reports/bench/peers-profile.md).
+DEFAULT_DTYPE: Dtype = "auto"
+
+
+def resolve_dtype(torch: Any, dtype: str) -> str:
+    """The dtype "auto" stands for on this CPU; others as they are."""
+    if dtype != "auto":
+        return dtype
+    native = [getattr(torch.cpu, f, lambda: False) for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return "bfloat16" if any(f() for f in native) else "float32"
 
 
 @dataclass
@@ -107,7 +118,8 @@ class LocalProvider:
     """SmolLM2-135M-Instruct (or any llama-family folder built the same way).
 
     `model_path`: the converted model folder (default: the one
-    `imprint model build` makes). `dtype`: bfloat16 (default) or float32.
+    `imprint model build` makes). `dtype`: auto (default: bfloat16 where
+    the CPU has native bf16, else float32), bfloat16 or float32.
     `tool_choice`: auto (the model decides), required (every reply with tools
     offered is a call), none (tools are shown but never called).
     `max_tool_calls`: calls per reply (default 1: allowed more, this model
@@ -125,8 +137,8 @@ class LocalProvider:
                  context_window: int | None = None, tool_choice: ToolChoice = "auto", max_tool_calls: int = 1,
                  temperature: float = 0.0, seed: int = 0, max_cached_contexts: int = 8,
                  threads: int | None = None):
-        if dtype not in ("bfloat16", "float32"):
-            raise ValueError(f"dtype must be 'bfloat16' or 'float32', got {dtype!r}")
+        if dtype not in ("auto", "bfloat16", "float32"):
+            raise ValueError(f"dtype must be 'auto', 'bfloat16' or 'float32', got {dtype!r}")
         if tool_choice not in ("auto", "required", "none"):
             raise ValueError(f"tool_choice must be auto, required or none, got {tool_choice!r}")
         started = time.perf_counter()
@@ -141,14 +153,14 @@ class LocalProvider:
             # torch is first imported; an explicit setting wins.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+        from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
         hf_logging.disable_progress_bar()  # a weights bar per scenario buries the run's own output
         if threads:
             torch.set_num_threads(threads)
-        self._torch, self._DynamicCache = torch, DynamicCache
+        self._torch = torch
         self.clock = clock
-        self.dtype = dtype
+        self.dtype = dtype = resolve_dtype(torch, dtype)  # the one loaded: bfloat16 or float32
         self.tool_choice: ToolChoice = tool_choice
         self.max_tool_calls = max_tool_calls
         self.temperature = float(temperature)
@@ -157,7 +169,7 @@ class LocalProvider:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(
                 self.model_path, dtype=getattr(torch, dtype), local_files_only=True,
-                attn_implementation=_attention_implementation(torch) if dtype == "bfloat16" else "sdpa")
+                attn_implementation=_attention_implementation(torch))
         except (OSError, ValueError) as exc:
             # local_files_only: never the hub, whatever the process environment says.
             raise ModelUnavailable(f"the local model folder {self.model_path} could not be loaded ({exc})",
@@ -233,7 +245,7 @@ class LocalProvider:
         logits, the reused prefix length and the number of ids fed."""
         reuse = common_prefix_len(ctx.ids, prompt) if ctx.cache is not None else 0
         if reuse == 0:
-            ctx.cache, ctx.hidden, ctx.kv_len = self._DynamicCache(config=self.config), _HiddenLog(), 0
+            ctx.cache, ctx.hidden, ctx.kv_len = kv_cache(self._torch, self.config), _HiddenLog(), 0
         if reuse <= ctx.kv_len:
             if ctx.kv_len > reuse:
                 ctx.cache.crop(-(ctx.kv_len - reuse))
