@@ -24,11 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.analysis.sweep import Corpus, ProgressCache, clear_memory_cache, load_corpora  # noqa: E402
+from harness.analysis.sweep import ProgressCache, clear_memory_cache, load_corpora  # noqa: E402
 from harness.analysis.tune import tune  # noqa: E402
-from harness.cli.tune import DEFAULT_CORPORA  # noqa: E402
+from harness.cli.tune import corpora_from  # noqa: E402
 from harness.realruns.noveltyfields import default_grid, expand  # noqa: E402
 from harness.realruns.rounds import PATIENCE  # noqa: E402
+from imprint_core.errors import UserInputError  # noqa: E402
 from imprint_core.settings import atomic_write_text  # noqa: E402
 
 
@@ -37,11 +38,15 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="the parallel run's processes (all cores)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "tune.json"))
     args = ap.parse_args()
-    corpora = [Corpus([str((ROOT / d).resolve())], str(ROOT / lab)) for d, lab in DEFAULT_CORPORA
-               if (ROOT / d).exists()]
-    if not corpora:
-        print("no corpora beside the repository (../shared/data)", file=sys.stderr)
+    # The same default corpora as `imprint tune`: one that is absent, or the
+    # regressions corpus while no run is labelled in it, is left out.
+    try:
+        corpora, notes = corpora_from(argparse.Namespace())
+    except UserInputError as e:
+        print(f"no corpora to tune on: {e}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     runs, _ = load_corpora(corpora)
     load_s = time.perf_counter() - t0
