@@ -225,6 +225,12 @@ def plot_fronts(t: Tuning, path: Path) -> Path:
             ax = axes[r][k]
             sm = t.scores.sums(t.part_mask(part, c))
             loops, useful = sm["loops"], sm["useful"]
+            if not loops and not useful:
+                # e.g. regressions · held-out: a regression's task is always dev.
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, f"{_name(c)} · {part}\nno labelled runs in this part", ha="center", va="center",
+                        fontsize=9, color="0.4", transform=ax.transAxes)
+                continue
             xs = 100 * sm["premature"] / useful if useful else np.zeros(len(t.scores.settings))
             ys = 100 * sm["caught"] / loops if loops else np.zeros(len(t.scores.settings))
             ax.scatter(xs, ys, s=10, color="0.7", alpha=0.5, label="settings", zorder=1)
