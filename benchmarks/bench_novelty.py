@@ -231,33 +231,36 @@ def corpus_bytes(rounds) -> int:
 
 # ------------------------------------------------------------- measures ---
 
-def _best(fn, repeat: int) -> dict:
-    """Best of `repeat` runs, in CPU seconds of this process (the figure the
-    MB/s come from: on a shared machine it does not count time spent waiting
-    for a CPU) and in wall seconds."""
-    cpu, wall = [], []
-    for _ in range(repeat):
-        gc.collect()
-        c0, w0 = time.process_time(), time.perf_counter()
-        fn()
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return {"cpu": min(cpu), "wall": min(wall), "all_cpu": [round(x, 4) for x in cpu],
-            "all_wall": [round(x, 4) for x in wall]}
+def _interleaved(fns: dict, passes: int) -> dict:
+    """The best of each system's runs, {name: (fn, runs)}, in CPU seconds of
+    this process (the figure the MB/s come from: on a shared machine it does
+    not count time spent waiting for a CPU) and in wall seconds. Each pass runs
+    every system once, in turn, so a slow spell of the shared machine falls on
+    all of them and the ratios hold (a system stops after its `runs`)."""
+    cpu: dict = {k: [] for k in fns}
+    wall: dict = {k: [] for k in fns}
+    for i in range(passes):
+        for name, (fn, runs) in fns.items():
+            if i >= runs:
+                continue
+            gc.collect()
+            c0, w0 = time.process_time(), time.perf_counter()
+            fn()
+            cpu[name].append(time.process_time() - c0)
+            wall[name].append(time.perf_counter() - w0)
+    return {k: {"cpu": min(cpu[k]), "wall": min(wall[k]), "all_cpu": [round(x, 4) for x in cpu[k]],
+                "all_wall": [round(x, 4) for x in wall[k]]} for k in fns}
 
 
-def bench_tracker(rounds, normalization: str, repeat: int, one_by_one: bool = False) -> dict:
-    progress = []
-
+def tracker_run(rounds, normalization: str, progress: list, one_by_one: bool = False):
+    """One pass of a fresh tracker over the rounds; the rounds' progress flags go to `progress`."""
     def run():
         tr = NoveltyTracker(NoveltyConfig(normalization=normalization))
         if one_by_one:  # as the research loop calls it: judge each result as it arrives, commit the round
             progress[:] = [tr.commit_round([tr.judge(*r) for r in rnd]).progress for rnd in rounds]
         else:
             progress[:] = [tr.observe_round(rnd).progress for rnd in rounds]
-    t = _best(run, repeat)
-    t["progress_rounds"] = sum(progress)
-    return t
+    return run
 
 
 def _paragraph_shingles(rounds) -> list[list[bytes]]:
@@ -280,7 +283,9 @@ def _paragraph_shingles(rounds) -> list[list[bytes]]:
     return out
 
 
-def bench_datasketch(paras: list[list[bytes]], repeat: int) -> dict:
+def datasketch_runs(paras: list[list[bytes]]):
+    """datasketch MinHash(128) of each paragraph's shingles: (literal, shared
+    permutations, facts)."""
     from datasketch import MinHash
 
     def literal():
@@ -294,17 +299,16 @@ def bench_datasketch(paras: list[list[bytes]], repeat: int) -> dict:
             m = MinHash(num_perm=128, permutations=proto.permutations, scheme=proto.scheme)
             m.update_batch(sh)
     import datasketch
-    return {"literal": _best(literal, repeat), "shared": _best(shared, repeat),
-            "version": getattr(datasketch, "__version__", "?"), "scheme": proto.scheme}
+    return literal, shared, {"version": getattr(datasketch, "__version__", "?"), "scheme": proto.scheme}
 
 
-def bench_rensa(paras: list[list[bytes]], repeat: int) -> dict | None:
+def rensa_run(paras: list[list[bytes]]):
     """rensa's RMinHash(num_perm=128) of each paragraph's shingles: the same
-    input as datasketch's literal run (None when rensa is not installed)."""
+    input as datasketch's literal run ((None, None) when rensa is not installed)."""
     try:
         import rensa
     except ImportError:
-        return None
+        return None, None
     from importlib.metadata import version
     RMinHash = rensa.RMinHash
 
@@ -313,10 +317,10 @@ def bench_rensa(paras: list[list[bytes]], repeat: int) -> dict | None:
             m = RMinHash(num_perm=128, seed=42)
             m.update(sh)
             m.digest()
-    return {"timing": _best(run, repeat), "version": version("rensa")}
+    return run, {"version": version("rensa")}
 
 
-def bench_plain(rounds, repeat: int) -> dict:
+def plain_runs(rounds):
     blobs = [t.encode() for rnd in rounds for st, t, _ in rnd if st == "ok"]
     h64 = xxhash.xxh3_64_intdigest
     blake = hashlib.blake2b
@@ -329,7 +333,7 @@ def bench_plain(rounds, repeat: int) -> dict:
         for b in blobs:
             blake(b, digest_size=8).digest()
 
-    return {"xxh3_64": _best(xx, repeat), "blake2b": _best(bl, repeat)}
+    return xx, bl
 
 
 def memory_run(n_rounds: int = 10_000, every: int = 250, seed: int = SEED + 1) -> dict:
@@ -398,20 +402,24 @@ def main(argv=None) -> int:
     print(f"corpus: {mb:.2f} MB in {len(rounds)} rounds, {sum(len(x) for x in rounds)} results "
           f"(generated in {time.perf_counter() - t0:.1f} s)")
 
-    tracker = {v: bench_tracker(rounds, v, args.repeat) for v in ("default", "basic", "none")}
-    tracker["default_judged_one_by_one"] = bench_tracker(rounds, "default", args.repeat, one_by_one=True)
-    assert len({t["progress_rounds"] for k, t in tracker.items() if k.startswith("default")}) == 1
     paras = _paragraph_shingles(rounds)
-    ds = bench_datasketch(paras, max(1, min(args.repeat, 2)))
-    rs = bench_rensa(paras, args.repeat)
-    plain = bench_plain(rounds, args.repeat)
+    progress: dict[str, list] = {v: [] for v in ("default", "basic", "none", "default_judged_one_by_one")}
+    fns = {f"tracker_{v}": (tracker_run(rounds, v.split("_")[0], progress[v], one_by_one=v.endswith("one_by_one")),
+                         args.repeat) for v in progress}
+    ds_literal, ds_shared, ds = datasketch_runs(paras)
+    ds_runs = max(1, min(args.repeat, 2))  # datasketch is slow: best of two
+    fns |= {"datasketch_minhash128": (ds_literal, ds_runs),
+            "datasketch_minhash128_shared_permutations": (ds_shared, ds_runs)}
+    rs_fn, rs = rensa_run(paras)
+    if rs_fn is not None:
+        fns["rensa_rminhash128"] = (rs_fn, args.repeat)
+    xx, bl = plain_runs(rounds)
+    fns |= {"xxh3_64_bytes": (xx, args.repeat), "blake2b_bytes": (bl, args.repeat)}
+    timed = _interleaved(fns, args.repeat)
+    tracker = {v: timed[f"tracker_{v}"] | {"progress_rounds": sum(p)} for v, p in progress.items()}
+    assert len({t["progress_rounds"] for k, t in tracker.items() if k.startswith("default")}) == 1
     mem = None if args.skip_memory else memory_run()
 
-    timed = {f"tracker_{v}": t for v, t in tracker.items()} | {
-        "datasketch_minhash128": ds["literal"], "datasketch_minhash128_shared_permutations": ds["shared"],
-        "xxh3_64_bytes": plain["xxh3_64"], "blake2b_bytes": plain["blake2b"]}
-    if rs:
-        timed["rensa_rminhash128"] = rs["timing"]
     rate = {k: round(mb / t["cpu"], 2) for k, t in timed.items()}
     rate_wall = {k: round(mb / t["wall"], 2) for k, t in timed.items()}
     ours = rate["tracker_default"]
@@ -445,7 +453,8 @@ def main(argv=None) -> int:
         },
         "timing": "MB/s = corpus MB / best-of-repeat CPU seconds of this process (time.process_time; the shared "
                   "machine's waiting time left out); mb_per_s_wall from perf_counter for comparison; one process, "
-                  "same input; datasketch best of min(repeat, 2)",
+                  "same input; datasketch best of min(repeat, 2); interleaved: each pass runs every system once, in turn, so a "
+                  "slow spell of the shared machine falls on all of them",
         "seconds": {k: {"cpu": t["all_cpu"], "wall": t["all_wall"]} for k, t in timed.items()},
         "progress_rounds": {v: t["progress_rounds"] for v, t in tracker.items()},
         "ratios": {"tracker_default_vs_datasketch": vs_ds,
