@@ -135,6 +135,9 @@ def test_the_used_counter_is_not_counted_twice_and_its_figure_is_the_estimate():
     rec = research(caller).record
     assert rec.estimates == {"tokenizer": 9, "byte": 45}
     assert len(used.asked) == 1 and len(other.asked) == 1
+    final = caller.final(list(MSGS), max_tokens=16, deadline_sec=30).record
+    assert final.estimates == {"tokenizer": 8, "byte": 40}
+    assert len(used.asked) == 2 and len(other.asked) == 2
 
 
 def test_without_side_modes_records_carry_no_estimates():
