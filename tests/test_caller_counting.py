@@ -10,7 +10,7 @@ import pytest
 
 from imprint_core import (CancelToken, EventLog, Message, ResearchLoop, ScriptedProvider, TimeBudget, TokenLedger,
                           ToolSpec, Usage, VirtualClock)
-from imprint_core.counting import Counting, count_prompt
+from imprint_core.counting import Counting
 from imprint_core.errors import CountingUnavailable
 from imprint_core.providers.scripted import Turn
 from imprint_core.requests import ModelCaller
@@ -214,4 +214,3 @@ def test_a_mode_the_provider_has_traces_no_setup_note():
     ResearchLoop(p, [read_tool()], settings(research_token_budget=4096, token_counting="byte"), clock=p.clock,
                  trace=trace).run("How tall is the tower?")
     assert fallbacks(log) == []
-    assert count_prompt(p.counter, MSGS, TOOLS)[1] > 0
