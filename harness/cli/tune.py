@@ -16,28 +16,11 @@ from ..realruns.labels import LOOP_SLACK
 from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 from ..realruns.rounds import PATIENCE, USER_TURNS
 from .console import console
+from .corpora import DEFAULT_CORPORA, add_corpus_options, corpora_from  # noqa: F401  (corpora_from: bench_tune)
 
 PATIENCE_RANGE = f"{PATIENCE.min}-{PATIENCE.max}"
 DEFAULT_OUT = "reports/tune"
-DEFAULT_CORPORA = (
-    ("../shared/data/roundlogs/tau-bench-airline", "scenarios/labels/labels-tau-bench.yaml"),
-    ("../shared/data/raw/mini-swe-agent", "scenarios/labels/labels-mini-swe-agent.yaml"),
-    ("../shared/data/raw/who-and-when", "scenarios/labels/labels-who-and-when.yaml"),
-    (REGRESSION_STORE, REGRESSION_LABELS),
-)
-"""Relative to the repository root: the three labelled corpora of issue 13, and
-the regressions (`imprint regress add`) once there is one."""
 DEFAULT_STRICT = ("tau-bench", REGRESSIONS)
-
-
-class _Ordered(argparse.Action):
-    """Keeps `--corpus` and `--labels` in the order given: each `--labels`
-    closes a corpus of the `--corpus` paths before it."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        events = list(getattr(namespace, "corpus_events", None) or [])
-        events.append((self.dest, values))
-        namespace.corpus_events = events
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,12 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                f"{REGRESSION_LABELS}) once `imprint regress add` has stored one. Labels files: see "
                "scenarios/labels/README.md. A corpus is named after its labels file (labels-tau-bench.yaml: "
                "tau-bench); the regressions corpus is always tuned on, never held out.")
-    p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="run files or folders of a first corpus, as if given with --corpus before all else")
-    p.add_argument("--corpus", action=_Ordered, dest="corpus", metavar="PATH",
-                   help="run files or folders of one corpus (repeatable; the next --labels closes the corpus)")
-    p.add_argument("--labels", action=_Ordered, dest="labels", metavar="FILE",
-                   help="the labels file of the --corpus paths given before it")
+    add_corpus_options(p)
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
                    help="a NoveltyConfig field and its values (repeatable); given, it replaces the default grid "
                         "(normalization × min_new_shingles × containment_threshold) and fields it does not name stay "
@@ -104,43 +82,6 @@ def parse_patience(text: str) -> list[int]:
         raise UserInputError(f"{text!r} is out of bounds", key="--patience",
                              expected=f"values within {PATIENCE.min}–{PATIENCE.max}")
     return values
-
-
-def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
-    """The `--corpus ... --labels FILE` groups, or the default corpora that exist."""
-    from ..analysis.sweep import Corpus
-    from ..realruns.labels import load_labels
-    events = [("corpus", p) for p in getattr(args, "paths", None) or []] + list(getattr(args, "corpus_events", None) or [])
-    notes: list[str] = []
-    if not events:
-        out = []
-        for data, labels in DEFAULT_CORPORA:
-            d, lab = (REPO_ROOT / data).resolve(), REPO_ROOT / labels
-            if labels == REGRESSION_LABELS:
-                if lab.exists() and len(load_labels([lab])):
-                    out.append(Corpus([str(d)], str(lab)))
-            elif d.exists():
-                out.append(Corpus([str(d)], str(lab)))
-            else:
-                notes.append(f"default corpus {d} not found; skipped")
-        if not out:
-            raise UserInputError("none of the default corpora is there", file=str(REPO_ROOT / DEFAULT_CORPORA[0][0]),
-                                 expected="--corpus PATH --labels FILE")
-        return out, notes
-    out, pending = [], []
-    for dest, value in events:
-        if dest == "corpus":
-            pending.append(value)
-        elif not pending:
-            raise UserInputError(f"--labels {value} has no --corpus before it", key="--labels",
-                                 expected="--corpus PATH [--corpus PATH ...] --labels FILE, per corpus")
-        else:
-            out.append(Corpus(pending, value))
-            pending = []
-    if pending:
-        raise UserInputError(f"--corpus {pending[-1]} has no --labels after it", key="--corpus",
-                             expected="--corpus PATH [--corpus PATH ...] --labels FILE, per corpus")
-    return out, notes
 
 
 def grid_from(args: argparse.Namespace) -> tuple[dict, list[str]]:
