@@ -110,3 +110,28 @@ def test_unknown_rules_and_parameters_are_clear_errors_before_anything_is_read(c
     assert "threshold" in capsys.readouterr().err
     assert main(base + ["--rule", "gemini-cli", "--rule", "gemini-cli"]) == 2
     assert not (corpus["tmp"] / "o").exists()
+
+
+def test_tune_sweeps_any_rule_s_parameters_with_the_same_choice_and_split(corpus, capsys):
+    out = corpus["tmp"] / "tune"
+    code = main(["tune", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--rule", "round-cap",
+                 "--grid", "max_rounds=3,5,20", "--holdout", "0", "--strict", "none", "--max-premature-share", "0",
+                 "--no-disk-cache", "--out", str(out), "--json"])
+    assert code == 0
+    rec = json.loads(capsys.readouterr().out)
+    # 3 and 5 stop the useful run early; 20 and the default 12 never catch the loop: the default wins the tie
+    assert rec["setting"] == {"rule": "round-cap", "params": {"max_rounds": 12}, "changed": {}, "shipped": True}
+    assert rec["settings"] == 4 and rec["feasible"]
+    csv = (out / "settings.csv").read_text().splitlines()
+    assert csv[0].startswith("rule,max_rounds,shipped,recommended") and len(csv) == 5
+    assert not (out / "ceiling.md").exists()
+    # a rule in a file, tuned the same way: n=3 catches the loop at round 5 without stopping the useful run
+    code = main(["tune", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--rule",
+                 f"{corpus['rule']}:make", "--grid", "n=2,3,9", "--holdout", "0", "--strict", "none",
+                 "--no-disk-cache", "--out", str(out), "--json"])
+    assert code == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["setting"]["params"] == {"n": 2} and rec["feasible"]
+    assert main(["tune", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--rule", "round-cap",
+                 "--out", str(out)]) == 2
+    assert "needs --grid" in capsys.readouterr().err

@@ -64,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="on-disk cache of per-round novelty (default: $IMPRINT_CACHE_DIR/tune or the user cache dir)")
     p.add_argument("--no-disk-cache", action="store_true", help="keep the novelty cache in memory only")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
+    p.add_argument("--rule", default=None, metavar="RULE",
+                   help="tune another stop rule's parameters instead (a name from `imprint rules` or FILE.py:FACTORY): "
+                        "--grid then names its parameters, e.g. --rule gemini-cli --grid threshold=2,3,4,5; "
+                        "--patience does not apply")
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     p.set_defaults(fn=run)
 
@@ -97,6 +101,26 @@ def grid_from(args: argparse.Namespace) -> tuple[dict, list[str]]:
     return grid, [f for f in fields() if f not in grid]
 
 
+def rule_grid_from(args: argparse.Namespace) -> dict:
+    """`--grid PARAM=V1,V2` for another rule: its parameters, values converted by their defaults' types."""
+    from imprint_core.stoprules import convert, resolve
+    info = resolve(args.rule)
+    if not args.grid:
+        raise UserInputError(f"--rule {args.rule} needs --grid PARAM=V1,V2,... to sweep", key="--grid",
+                             expected="parameters: " + (", ".join(f"{k} (default {v!r})" for k, v in info.params.items()
+                                                                  if k != "novelty") or "none"))
+    grid: dict = {}
+    for text in args.grid:
+        name, sep, values = text.partition("=")
+        name = name.strip()
+        if not sep or not values.strip():
+            raise UserInputError(f"{text!r} is not PARAM=V1,V2,...", key="--grid", expected="e.g. threshold=2,3,4")
+        if name in grid:
+            raise UserInputError(f"--grid names {name} twice", key="--grid", expected="each parameter once")
+        grid[name] = [convert(info, name, v.strip(), key="--grid") for v in values.split(",") if v.strip()]
+    return grid
+
+
 def run(args: argparse.Namespace) -> int:
     from ..analysis.sweep import ProgressCache, default_cache_dir, load_corpora
     from ..analysis.tune import Rule, Split, tune
@@ -114,8 +138,12 @@ def run(args: argparse.Namespace) -> int:
                              expected="0 to 1")
     if args.jobs is not None and args.jobs < 1:
         raise UserInputError(f"{args.jobs} jobs", key="--jobs", expected="1 or more")
-    grid, held = grid_from(args)
-    configs = expand(grid)
+    other_rule = args.rule not in (None, "record")
+    if other_rule:
+        grid, held, configs = rule_grid_from(args), [], []
+    else:
+        grid, held = grid_from(args)
+        configs = expand(grid)
     corpora, notes = corpora_from(args)
     names = {c.name for c in corpora}
     strict = tuple(s for s in (args.strict or [d for d in DEFAULT_STRICT if d != REGRESSIONS or d in names])
@@ -129,14 +157,23 @@ def run(args: argparse.Namespace) -> int:
     for w in notes + warnings:
         print(f"warning: {w}", file=sys.stderr)
     cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir())
-    t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
-             rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
-             scheduler=args.scheduler, cache=cache)
-    elapsed = time.perf_counter() - started
-    st = t.stats
-    timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
-              f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in {elapsed - loaded:.1f} s on "
-              f"{st.where}: {st.computed} (run, config) pair(s) computed, {st.memory} from memory, {st.disk} from disk")
+    if other_rule:
+        from ..analysis.tune import tune_rule
+        t = tune_rule(runs, args.rule, grid, split=Split(args.holdout, args.folds, args.seed),
+                      rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs, cache=cache)
+        elapsed = time.perf_counter() - started
+        timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(t.scores.settings)} setting(s) of "
+                  f"{args.rule}; loaded in {loaded:.1f} s, replayed in {elapsed - loaded:.1f} s")
+    else:
+        t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
+                 rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
+                 scheduler=args.scheduler, cache=cache)
+        elapsed = time.perf_counter() - started
+        st = t.stats
+        timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
+                  f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in {elapsed - loaded:.1f} s "
+                  f"on {st.where}: {st.computed} (run, config) pair(s) computed, {st.memory} from memory, {st.disk} "
+                  "from disk")
     command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
     written = write_outputs(t, Path(args.out), command, timing)
     if args.json:
@@ -154,7 +191,8 @@ def _print(t, timing: str, written: list[Path]) -> None:
     s = t.scores.settings[t.best]
     table = Table(title=f"imprint tune: recommended {s.label()}" + ("" if t.feasible else " (constraints not met)"))
     shipped = t.scores.settings[t.shipped]
-    for col in ("corpus", "part", "recommended", f"shipped (patience {shipped.patience}, shipped novelty config)"):
+    words = f"patience {shipped.patience}, shipped novelty config" if shipped.patience is not None else shipped.label()
+    for col in ("corpus", "part", "recommended", f"shipped ({words})"):
         table.add_column(col)
     for c in [*t.corpora, None]:
         for part in PARTS:
