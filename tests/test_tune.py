@@ -586,4 +586,4 @@ def test_tune_and_the_gate_agree_on_the_shipped_setting(tmp_path: Path, capsys) 
     main(["check", str(TAU), "--config", str(cfg), "--labels", str(TAU_LABELS), "--json"])
     rows = {r["subject"]: r for r in json.loads(capsys.readouterr().out)["conditions"][0]["rows"]}
     assert rows["tau-bench: premature stops"]["figure"].startswith(f"{f.premature} of 80 ")
-    assert rows["tau-bench: loop recall"]["figure"].startswith(f"{f.caught} of 11 ")
+    assert rows["tau-bench: loop recall"]["figure"].startswith(f"{f.caught} of {f.loops} ")
