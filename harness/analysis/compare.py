@@ -33,6 +33,7 @@ from imprint_core.counting import DEFAULT_BYTES_PER_TOKEN
 from imprint_core.novelty import NoveltyConfig
 from imprint_core.settings import SPECS
 from imprint_core.stoprules import build, resolve
+from imprint_core.stoprules.builtin import AnyRule
 
 from ..realruns.labels import LOOP_SLACK, judge
 from ..realruns.rounds import round_view
@@ -114,6 +115,14 @@ def _record_fast(choice: RuleChoice) -> tuple[int, NoveltyConfig] | None:
 def rule_stops(choice: RuleChoice, runs: Sequence[TuneRun], *, cache: ProgressCache | None = None,
                jobs: int | None = 1, progress: Callable[[int], None] | None = None) -> list[int | None]:
     """The first stop round of `choice` in every run (None: never)."""
+    made = build(choice.spec, choice.params)
+    if isinstance(made, AnyRule) and made.specs:
+        # The earliest of the members' stops, each member through its own fast path (the record's: cached).
+        per = [rule_stops(RuleChoice(n, n, p), runs, cache=cache, jobs=jobs) for n, p in made.specs]
+        out = [min((s for s in col if s is not None), default=None) for col in zip(*per)]
+        if progress:
+            progress(len(runs))
+        return out
     fast = _record_fast(choice)
     if fast is not None:
         patience, cfg = fast

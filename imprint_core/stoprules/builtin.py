@@ -273,10 +273,14 @@ def make_result_aware_repeat(repeats: int = 3, memory: int = 4096) -> ResultAwar
 
 
 class AnyRule(Rule):
-    def __init__(self, rules: list[tuple[str, Rule]]):
+    """`specs`, where known: each member as (name, parameters), so that a
+    replay can compute each member's stops apart (the first stop of `any` is
+    the earliest of its members': each sees every round whoever stops)."""
+
+    def __init__(self, rules: list[tuple[str, Rule]], specs: list[tuple[str, dict[str, Any]]] | None = None):
         if not rules:
             raise ValueError("any needs at least one rule")
-        self.rules = rules
+        self.rules, self.specs = rules, specs
 
     def reset(self) -> None:
         for _, r in self.rules:
@@ -306,6 +310,6 @@ def make_any(rules: list = ["record", "gemini-cli"], **params: Any) -> AnyRule: 
         if not dot or name not in per:
             raise ValueError(f"parameter {key!r} names no rule of {names} (write NAME.PARAM=VALUE)")
         per[name][p] = value
-    return AnyRule([(n, build(n, per[n])) for n in names])
+    return AnyRule([(n, build(n, per[n])) for n in names], [(n, per[n]) for n in names])
 
 

@@ -123,7 +123,7 @@ def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
 
 
 def _load_builtins() -> None:
-    from . import builtin  # noqa: F401  (registers on import)
+    from . import builtin, candidate  # noqa: F401  (register on import)
 
 
 def resolve(spec: str) -> RuleInfo:
