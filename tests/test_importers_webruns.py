@@ -1,5 +1,5 @@
-"""The ReAct web-research importer (`harness.realruns.importers.react`) on
-small excerpts of its two sources (tests/fixtures/webruns/, MIT-licensed,
+"""The ReAct web-run importer (`harness.realruns.importers.react`) on
+small excerpts of its three sources (tests/fixtures/webruns/, MIT-licensed,
 see traces/webruns/LICENSE-NOTE.md), and the committed corpus against its
 labels."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.realruns.importers import react
 from harness.realruns.importers.convert import render_round_log
-from harness.realruns.importers.kinds import EMPTY, ERROR, OK, READ
+from harness.realruns.importers.kinds import EMPTY, ERROR, OK, READ, WRITE
 from harness.realruns.labels import load_labels
 from harness.realruns.rounds import parse_round_log, read_round_log
 
@@ -65,13 +65,31 @@ def test_observation_statuses():
 def test_committed_corpus_is_labelled_and_valid():
     labels = load_labels([LABELS])
     files = sorted(CORPUS.glob("*/*.jsonl"))
-    assert len(files) == len(labels) == 33
+    assert len(files) == len(labels) == 50
     for f in files:
         log = read_round_log(f)
         label = labels.for_run(log.name, None, str(f))
         assert label is not None and log.labels["correct"] is True, f
         assert 1 <= label.should_not_stop_before <= len(log.rounds), f
         assert len(log.rounds) >= react.MIN_ROUNDS
+    shop = [read_round_log(f) for f in files if f.parent.name == "react-webshop"]
+    assert len(shop) == 17 and all(log.rounds[-1].calls[0].kind == WRITE for log in shop)
+
+
+def test_webshop_episode_purchase_is_the_last_round():
+    text = (FIX / "webshop-mini.txt").read_text(encoding="utf-8")
+    episodes = react.webshop_episodes(text)
+    assert sorted(episodes) == [115, 316, 442]
+    instruction, rounds, score = react.webshop_rounds(episodes[115])
+    assert instruction.startswith("i'd like to find a large pink tankini swimsuit") and score == 1.0
+    assert [(r.calls[0].tool, r.calls[0].kind, r.calls[0].status) for r in rounds] == [
+        ("search", READ, OK), ("click", READ, OK), ("click", READ, OK), ("click", READ, OK),
+        ("click", READ, ERROR), ("click", READ, OK), ("click", WRITE, OK)]        # think[...] steps are no calls
+    assert rounds[0].calls[0].args == {"query": "large pink tankini swimsuit loose-fitting"}
+    assert rounds[-1].calls[0].result == "Your score (min 0.0, max 1.0): 1.0"          # the run's tally cut off
+    assert react.webshop_rounds(episodes[442])[2] == 0.0
+    [log] = react.import_webshop(text, [316], react.WEBSHOP)
+    assert log.labels["correct"] is True and log.labels["commit"] == react.WEBSHOP["commit"]
 
 
 def test_decisions_are_documented():

@@ -1,7 +1,7 @@
 """ReAct web-research runs that answered correctly: the successful runs the
 Who&When corpus lacks (it holds failed runs only).
 
-Two published shapes of the same ReAct loop (Thought, Action, Observation):
+Three published shapes of the same ReAct loop (Thought, Action, Observation):
 
 **FireAct** (`anchen1011/FireAct`, `trajs/hotpotqa_dev_*.json`): one JSON
 object keyed by HotpotQA dev index; each run has `reward`, `em`, `f1`,
@@ -19,13 +19,18 @@ The tools are ReAct's Wikipedia environment: Search opens a page (its first
 paragraphs) or lists similar titles, Lookup returns the next sentence with a
 keyword in that page.
 
+**WebShop** (`ysymyth/ReAct`, `WebShop.ipynb`, the printed output of its
+episode run): per episode `Action: a` / `Observation: o` steps (search,
+click, think), the purchase answered by WebShop's score (`WEBSHOP_*`).
+
 Mapping (one rule each, here):
 
 - a **round** is one tool action (`search`, `Search`, `Lookup`) and its
   observation, one call per round; `Finish[answer]` is the agent's answer,
   not a tool call: it ends the run and is kept in the header (`pred`);
 - every call is a **read** (`kinds.classify_tool`: search and lookup have
-  no side effects);
+  no side effects), except WebShop's purchase (`WEBSHOP_BUY`: a write, the
+  run's last round);
 - a **status** is `kinds.text_status` of the observation, except the
   environment's own no-result replies (`EMPTY_OBSERVATIONS`,
   `EMPTY_PREFIXES`: empty) and its refusals (`ERROR_PREFIXES`: error).
@@ -39,7 +44,7 @@ import re
 from typing import Any
 
 from ..rounds import Round, RoundCall, RoundLog
-from .kinds import EMPTY, ERROR, classify_tool, text_status
+from .kinds import EMPTY, ERROR, OK, WRITE, classify_tool, text_status
 
 ACTION = re.compile(r"^Action(?: \d+)?:\s*(\w+)\[(.*)\]\s*$", re.M)
 """An action line: `Action: search[q]` (FireAct) or `Action 3: Lookup[k]`
@@ -178,6 +183,86 @@ def import_reflexion(text: str, picks: dict[str, int], provenance: dict[str, str
     return logs
 
 
+
+# ---- WebShop (ReAct's WebShop notebook) ----------------------------------------------------------
+
+WEBSHOP_EPISODE = re.compile(r"^-----------------\n(\d+)\n", re.M)
+"""The header `run_episodes` prints before each episode (its index) in
+ReAct's `WebShop.ipynb` output; each step is printed as `Action: a` and
+`Observation: o` (a page, several lines)."""
+WEBSHOP_SCORE = re.compile(r"Your score \(min 0\.0, max 1\.0\): ([0-9.]+)")
+"""WebShop's reward, shown as the observation of the purchase: 1.0 = every
+attribute, option and the price limit met (the success mark)."""
+WEBSHOP_NO_CALL = ("reset", "think[")
+"""Steps that are no tool call: `reset` shows the instruction; `think[...]`
+is the model's reasoning, answered by the harness's own `OK.`"""
+WEBSHOP_BUY = "click[Buy Now]"
+"""The purchase: a **write** (it commits the order and ends the episode);
+it is the run's last round, as mini-swe-agent's submit is. Every other click
+(a product, an option, Next, Back) only moves the session's page: a read."""
+WEBSHOP_CELL = 7
+"""The cell of `WebShop.ipynb` whose output holds the 500 episodes (`run_episodes(prompt1, 500)`)."""
+WEBSHOP_INVALID = "Invalid action!"
+"""WebShop rejected the click (no such element on the page): error."""
+
+
+def webshop_episodes(text: str) -> dict[int, list[tuple[str, str]]]:
+    """Episode index -> its (action, observation) steps, from the notebook's printed output."""
+    parts = WEBSHOP_EPISODE.split(text)
+    out = {}
+    for i in range(1, len(parts) - 1, 2):
+        steps = []
+        for chunk in re.split(r"^Action: ", parts[i + 1], flags=re.M)[1:]:
+            action, _, obs = chunk.partition("\nObservation: ")
+            steps.append((action.strip(), obs.strip()))
+        out[int(parts[i])] = steps
+    return out
+
+
+def webshop_notebook_output(notebook: dict) -> str:
+    """The printed output of the notebook's episode run (`WEBSHOP_CELL`)."""
+    return "".join("".join(o.get("text", [])) for o in notebook["cells"][WEBSHOP_CELL]["outputs"])
+
+
+def webshop_rounds(steps: list[tuple[str, str]]) -> tuple[str, list[Round], float | None]:
+    """(instruction, rounds, score) of one episode; the purchase is the last round."""
+    instruction = ""
+    if steps and steps[0][0] == "reset":
+        m = re.search(r"Instruction:\s*(.*?)\s*\[Search\]", steps[0][1], re.S)
+        instruction = m.group(1).strip() if m else ""
+    rounds: list[Round] = []
+    score = None
+    for action, obs in steps:
+        if action.startswith(WEBSHOP_NO_CALL):
+            continue
+        act = re.match(r"^(\w+)\[(.*)\]$", action, re.S)
+        if not act:
+            continue
+        tool, arg = act.group(1), act.group(2)
+        if action == WEBSHOP_BUY:
+            sc = WEBSHOP_SCORE.search(obs)
+            score = float(sc.group(1)) if sc else None
+            result = sc.group(0) if sc else obs
+            call = RoundCall(tool, {"element": arg}, WRITE, OK if sc else ERROR, result)
+            rounds.append(Round(len(rounds) + 1, [call]))
+            break
+        args = {"query": arg} if tool == "search" else {"element": arg}
+        status = ERROR if obs == WEBSHOP_INVALID else observation_status(obs)
+        rounds.append(Round(len(rounds) + 1, [RoundCall(tool, args, classify_tool(tool, args), status, obs)]))
+    return instruction, rounds, score
+
+
+def import_webshop(text: str, ids: list[int], provenance: dict[str, str]) -> list[RoundLog]:
+    """One log per episode index (`<index>.jsonl`)."""
+    episodes = webshop_episodes(text)
+    logs = []
+    for idx in ids:
+        instruction, rounds, score = webshop_rounds(episodes[idx])
+        labels = {"source_format": "react-webshop", **provenance, "episode": idx, "instruction": instruction,
+                  "score": score, "correct": score == 1.0, "num_rounds": len(rounds)}
+        logs.append(RoundLog(f"{idx}.jsonl", f"{provenance.get('path', '')}#episode{idx}", labels, rounds))
+    return logs
+
 # ---- the committed corpus (traces/webruns/) ---------------------------------------------------------
 
 MIN_ROUNDS = 3
@@ -196,9 +281,20 @@ REFLEXION = {"repo": "noahshinn/reflexion", "commit": "218cf0ef1df84b05ce379dd4a
              "tools": "Search/Lookup = ReAct's Wikipedia environment"}
 """The Reflexion file converted (provenance kept in every log's header)."""
 
+WEBSHOP = {"repo": "ysymyth/ReAct", "commit": "6bdb3a1fd38b8188fc7ba4102969fe483df8fdc9",
+           "path": "WebShop.ipynb (output of cell 7, `res1 = run_episodes(prompt1, 500)`)",
+           "license": "MIT", "agent": "ReAct (text-davinci-002, temperature 0) on WebShop, episodes fixed_0..499",
+           "tools": "search[query], click[element] on the WebShop site (page text as observation)"}
+"""The ReAct WebShop notebook converted (provenance kept in every log's header)."""
+WEBSHOP_MIN_ROUNDS = 6
+"""WebShop episodes kept: score 1.0 and at least six rounds, the purchase
+included. Most successful episodes take three to five (search, product, an
+option or two, buy), too few for a no-progress stop before the purchase."""
 
-def write_corpus(fireact_file: str, reflexion_file: str, out_dir: str) -> list[str]:
-    """Convert the kept runs of both sources into `out_dir/<source>/*.jsonl`."""
+
+def write_corpus(fireact_file: str, reflexion_file: str, out_dir: str, webshop_file: str | None = None) -> list[str]:
+    """Convert the kept runs of each source into `out_dir/<source>/*.jsonl`.
+    `webshop_file` is the printed output of ReAct's WebShop notebook (cell 7)."""
     import json
     from pathlib import Path
 
@@ -212,8 +308,17 @@ def write_corpus(fireact_file: str, reflexion_file: str, out_dir: str) -> list[s
     text = Path(reflexion_file).read_text(encoding="utf-8")
     blocks = reflexion_correct_blocks(text)
     picks = {f"c{i:02d}": i for i, b in enumerate(blocks, start=1) if len(reflexion_rounds(b)[1]) >= MIN_ROUNDS}
-    for name, logs in (("fireact-hotpotqa", import_fireact(data, ids, FIREACT)),
-                       ("reflexion-react-hotpotqa", import_reflexion(text, picks, REFLEXION))):
+    sources = [("fireact-hotpotqa", import_fireact(data, ids, FIREACT)),
+               ("reflexion-react-hotpotqa", import_reflexion(text, picks, REFLEXION))]
+    if webshop_file:
+        shop = Path(webshop_file).read_text(encoding="utf-8")
+        if webshop_file.endswith(".ipynb"):
+            shop = webshop_notebook_output(json.loads(shop))
+        episodes = webshop_episodes(shop)
+        keep = [i for i, steps in sorted(episodes.items())
+                if (r := webshop_rounds(steps))[2] == 1.0 and len(r[1]) >= WEBSHOP_MIN_ROUNDS]
+        sources.append(("react-webshop", import_webshop(shop, keep, WEBSHOP)))
+    for name, logs in sources:
         (out / name).mkdir(parents=True, exist_ok=True)
         for log in logs:
             p = out / name / log.path
@@ -222,7 +327,7 @@ def write_corpus(fireact_file: str, reflexion_file: str, out_dir: str) -> list[s
     return written
 
 
-if __name__ == "__main__":          # python -m harness.realruns.importers.react FIREACT.json REFLEXION.txt OUT
+if __name__ == "__main__":   # python -m harness.realruns.importers.react FIREACT.json REFLEXION.txt OUT [WEBSHOP.txt]
     import sys
-    for w in write_corpus(*sys.argv[1:4]):
+    for w in write_corpus(*sys.argv[1:5]):
         print(w)
