@@ -362,7 +362,9 @@ def test_outcome_repeat_a_write_resets_and_the_same_write_again_is_a_repeat():
     rounds = [test(1), edit(2, "a"), test(3), edit(4, "undo"), test(5), edit(6, "a"), test(7), edit(8, "undo")]
     assert first_stop(rule, rounds) == 6      # 5 (the failing test again: 1/2) + 6 (edit a again: 1/2)
     neutral = build("outcome-repeat", {"action_repeats": 2, "writes": "neutral"})
-    assert first_stop(neutral, [test(1), edit(2, "a"), test(3)]) == 3   # writes left out, as the record does
+    assert first_stop(neutral, [test(1), test(2), edit(3, "a"), test(4)]) == 4   # writes left out, as the record does
+    reset = build("outcome-repeat", {"action_repeats": 2})
+    assert first_stop(reset, [test(1), test(2), edit(3, "a"), test(4)]) is None
 
 
 def test_outcome_repeat_empty_results_and_failed_requests_never_reset_nor_count():
