@@ -114,9 +114,15 @@ class ResearchLoop:
         self._ran = False
 
     def _rule_params(self) -> dict[str, Any]:
+        """The rule's parameters: the loop config's, and the settings' patience for
+        any rule that has one (the record's, and rules built on it); the record's
+        rule also takes the loop's novelty config."""
+        from .stoprules import resolve
         params = dict(self.config.stop_rule_params)
-        if self.settings.research_stop_rule == "record":
+        info = resolve(self.settings.research_stop_rule)
+        if "patience" in info.params:
             params.setdefault("patience", self.settings.research_no_progress_rounds)
+        if "novelty" in info.params:
             params.setdefault("novelty", self.config.novelty)
         return params
 
