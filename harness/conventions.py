@@ -9,5 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+"""The checkout this package was installed from. Only files that ship with the
+code may be looked up here (recorded cassettes): in a second clone sharing
+one install it is the other clone, and in a non-editable install it is
+site-packages. Default inputs and outputs of a command go through `workdir()`."""
+
+
+def workdir() -> Path:
+    """Where a command's default paths (corpora, labels, gate config, reports)
+    are read and written: the current folder, as `regress` and `check` have
+    always done, so that every command of one checkout sees the same files."""
+    return Path.cwd()
+
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from imprint_core.errors import UserInputError
 
-from ..conventions import EXIT_OK, REPO_ROOT
+from ..conventions import EXIT_OK, workdir
 from ..realruns.labels import LOOP_SLACK
 from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 from ..realruns.rounds import PATIENCE, USER_TURNS
@@ -25,7 +25,7 @@ DEFAULT_CORPORA = (
     ("../shared/data/raw/who-and-when", "scenarios/labels/labels-who-and-when.yaml"),
     (REGRESSION_STORE, REGRESSION_LABELS),
 )
-"""Relative to the repository root: the three labelled corpora of issue 13, and
+"""Relative to the current folder (the root of the checkout): the three labelled corpora of issue 13, and
 the regressions (`imprint regress add`) once there is one."""
 DEFAULT_STRICT = ("tau-bench", REGRESSIONS)
 
@@ -51,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="Without --corpus: the three labelled corpora (tau-bench round logs, mini-swe-agent and Who&When raw "
                f"trajectories beside the repository) and the regressions ({REGRESSION_STORE}, labelled in "
                f"{REGRESSION_LABELS}) once `imprint regress add` has stored one. Labels files: see "
-               "scenarios/labels/README.md. A corpus is named after its labels file (labels-tau-bench.yaml: "
+               "scenarios/labels/README.md. Default paths are relative to the current directory (run it from the "
+               "repository root). A corpus is named after its labels file (labels-tau-bench.yaml: "
                "tau-bench); the regressions corpus is always tuned on, never held out.")
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="run files or folders of a first corpus, as if given with --corpus before all else")
@@ -114,8 +115,9 @@ def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
     notes: list[str] = []
     if not events:
         out = []
+        root = workdir()
         for data, labels in DEFAULT_CORPORA:
-            d, lab = (REPO_ROOT / data).resolve(), REPO_ROOT / labels
+            d, lab = (root / data).resolve(), root / labels
             if labels == REGRESSION_LABELS:
                 if lab.exists() and len(load_labels([lab])):
                     out.append(Corpus([str(d)], str(lab)))
@@ -124,8 +126,9 @@ def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
             else:
                 notes.append(f"default corpus {d} not found; skipped")
         if not out:
-            raise UserInputError("none of the default corpora is there", file=str(REPO_ROOT / DEFAULT_CORPORA[0][0]),
-                                 expected="--corpus PATH --labels FILE")
+            raise UserInputError("none of the default corpora is there", file=str(root),
+                                 expected="run it from the root of a checkout (the corpora beside it, or a "
+                                          f"regression under {REGRESSION_STORE}), or give --corpus PATH --labels FILE")
         return out, notes
     out, pending = [], []
     for dest, value in events:
