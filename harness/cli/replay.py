@@ -7,6 +7,8 @@ import json
 
 from imprint_core.errors import UserInputError
 
+from imprint_core.novelty import NORMALIZATIONS
+
 from ..conventions import EXIT_OK
 from ..realruns.rounds import PATIENCE
 
@@ -20,7 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     rp.add_argument("--patience", type=int, default=PATIENCE.default,
                     help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max})")
-    rp.add_argument("--normalization", default=None, help="none, basic or default (default: default)")
+    rp.add_argument("--normalization", default=None, metavar="|".join(NORMALIZATIONS),
+                    help="how results are normalized before fingerprinting: none, basic, or a profile of "
+                         "volatile-token masks (default: default)")
     rp.add_argument("--novelty", action="append", metavar="FIELD=VALUE",
                     help="set any NoveltyConfig field (repeatable), e.g. min_new_shingles=5")
     rp.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -29,7 +33,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def novelty_config(args: argparse.Namespace):
     """The NoveltyConfig of `--normalization` and `--novelty FIELD=VALUE`."""
-    from imprint_core.novelty import NORMALIZATIONS
     from ..realruns.noveltyfields import make_config, parse_assignment
     overrides = {}
     for text in args.novelty or []:

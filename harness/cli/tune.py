@@ -62,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the labels file of the --corpus paths given before it")
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
                    help="a NoveltyConfig field and its values (repeatable); given, it replaces the default grid "
-                        "(normalization × min_new_shingles × containment_threshold) and fields it does not name stay "
+                        "(min_new_shingles × fingerprint_unit) and fields it does not name stay "
                         "at their shipped values")
     p.add_argument("--patience", default=PATIENCE_RANGE,
                    help=f"patience values: a range {PATIENCE_RANGE} or a list 3,4,5 (default {PATIENCE_RANGE})")
