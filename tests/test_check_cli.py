@@ -8,21 +8,9 @@ import pytest
 
 from harness.cli import main
 
-from reportdata import fact, handmade_trace, round_log
+from reportdata import fact, gate_toml, handmade_trace, round_log
 
-CONFIG = """\
-[premature_stops]
-patience = 3
-max_premature = 0
-
-[divergence]
-min_requests = 3
-exclude = ["stub"]
-
-[overruns]
-max_count = 0
-max_overrun_sec = 5.0
-"""
+CONFIG = gate_toml(3)
 
 
 @pytest.fixture()

@@ -5,13 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-
-from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_FAILED, EXIT_OK
 from .console import console
-from .inputs import DEFAULT_GATE_CONFIG, default_inputs, gate_config
+from .inputs import DEFAULT_GATE_CONFIG, gate_config, gate_inputs
 
 
 
@@ -33,27 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(fn=run)
 
 
-def _config_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
-    """The config's [inputs]: the default traces plus the configured round
-    logs, with a note for each round-log path that is absent."""
-    paths = default_inputs(inputs["traces"], inputs["latest_run"], inputs["runs_dir"])
-    notes = []
-    for rl in inputs["round_logs"]:
-        if Path(rl).exists():
-            paths.append(Path(rl))
-        else:
-            notes.append(f"round logs {rl} not found; skipped")
-    if not paths:
-        raise UserInputError("no traces to check", file=" ".join(inputs["traces"]),
-                             expected="traces or round logs (run `imprint run` first)")
-    return paths, notes
-
-
 def run(args: argparse.Namespace) -> int:
     from ..analysis.gate import run_gate
     cfg = gate_config(args.config)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
-    paths, notes = (args.paths, []) if args.paths else _config_inputs(cfg.inputs)
+    paths, notes = (args.paths, []) if args.paths else gate_inputs(cfg.inputs)
     conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
     notes += warnings
     passed = all(c.passed for c in conditions)

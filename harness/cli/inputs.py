@@ -51,3 +51,19 @@ def default_inputs(traces: Sequence[str], latest_run: bool = True, runs_dir: str
             out.append(latest)
     return out
 
+
+
+def gate_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
+    """A gate config's [inputs]: the default traces plus the configured round
+    logs, with a note for each round-log path that is absent."""
+    paths = default_inputs(inputs["traces"], inputs["latest_run"], inputs["runs_dir"])
+    notes = []
+    for rl in inputs["round_logs"]:
+        if Path(rl).exists():
+            paths.append(Path(rl))
+        else:
+            notes.append(f"round logs {rl} not found; skipped")
+    if not paths:
+        raise UserInputError("no traces to check", file=" ".join(inputs["traces"]),
+                             expected="traces or round logs (run `imprint run` first)")
+    return paths, notes
