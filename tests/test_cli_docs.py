@@ -88,3 +88,41 @@ def test_servers_setup_refuses_an_unknown_kind(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["servers", "setup", "vllm"])
     assert exc.value.code == 2 and "invalid choice: 'vllm' (choose from transformers, llamacpp)" in capsys.readouterr().err
+
+
+# ---- progress on a terminal, nothing elsewhere --------------------------------------------------------------------
+@pytest.fixture()
+def terminal(monkeypatch):
+    """stderr as a terminal: the consoles the commands make write into a buffer that claims to be one."""
+    import io
+    from rich.console import Console
+    from harness.cli import console as console_mod
+    buf = io.StringIO()
+    monkeypatch.setattr(console_mod, "console",
+                        lambda stderr=False: Console(file=buf, force_terminal=True, width=120) if stderr
+                        else Console(file=io.StringIO(), width=220))
+    return buf
+
+
+def _labelled(tmp_path: Path) -> list[str]:
+    from reportdata import fact, gate_toml, round_log
+    round_log(tmp_path / "logs" / "lull.jsonl", [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}]])
+    (tmp_path / "labels.yaml").write_text("runs:\n  lull: {should_not_stop_before: 5}\n")
+    (tmp_path / "gate.toml").write_text(gate_toml(3))
+    return [str(tmp_path / "logs")]
+
+
+@pytest.mark.parametrize("command", ["check", "report", "tune"])
+def test_long_commands_show_progress_on_a_terminal_only(command, tmp_path: Path, monkeypatch, capsys,
+                                                         terminal) -> None:
+    logs = _labelled(tmp_path)
+    argv = {"check": ["check", *logs, "--config", str(tmp_path / "gate.toml"), "--labels", str(tmp_path / "labels.yaml")],
+            "report": ["report", *logs, "--out", str(tmp_path / "r"), "--config", str(tmp_path / "gate.toml"),
+                       "--labels", str(tmp_path / "labels.yaml")],
+            "tune": ["tune", "--corpus", *logs, "--labels", str(tmp_path / "labels.yaml"), "--patience", "3,4",
+                     "--jobs", "1", "--no-disk-cache", "--out", str(tmp_path / "t")]}[command]
+    assert main(argv) in (0, 1)
+    assert f"imprint {command}" in terminal.getvalue()          # the spinner's line, on the terminal
+    monkeypatch.undo()
+    assert main(argv) in (0, 1)
+    assert f"imprint {command}" not in capsys.readouterr().err  # not a terminal: nothing

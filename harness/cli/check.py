@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..conventions import EXIT_FAILED, EXIT_OK
-from .console import console
+from .console import console, progress
 from .inputs import DEFAULT_GATE_CONFIG, gate_config, gate_inputs
 
 
@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = gate_config(args.config)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
     paths, notes = (args.paths, []) if args.paths else gate_inputs(cfg.inputs)
-    conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
+    with progress("check", "reading, replaying and judging the inputs", enabled=not args.json):
+        conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
     notes += warnings
     passed = all(c.passed for c in conditions)
     if args.json:

@@ -15,7 +15,7 @@ from ..conventions import EXIT_OK, workdir
 from ..realruns.labels import LOOP_SLACK
 from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 from ..realruns.rounds import PATIENCE, USER_TURNS
-from .console import console
+from .console import console, progress
 
 PATIENCE_RANGE = f"{PATIENCE.min}-{PATIENCE.max}"
 DEFAULT_OUT = "reports/tune"
@@ -186,21 +186,26 @@ def run(args: argparse.Namespace) -> int:
     for s in unknown:
         notes.append(f"--strict {s}: no corpus of that name")
     started = time.perf_counter()
-    runs, warnings = load_corpora(corpora, args.user_turns)
-    loaded = time.perf_counter() - started
-    for w in notes + warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir())
-    t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
-             rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
-             scheduler=args.scheduler, cache=cache)
-    elapsed = time.perf_counter() - started
-    st = t.stats
-    timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
-              f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in {elapsed - loaded:.1f} s on "
-              f"{st.where}: {st.computed} (run, config) pair(s) computed, {st.memory} from memory, {st.disk} from disk")
-    command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
-    written = write_outputs(t, Path(args.out), command, timing)
+    with progress("tune", f"loading {len(corpora)} corpora", enabled=not args.json) as step:
+        runs, warnings = load_corpora(corpora, args.user_turns)
+        loaded = time.perf_counter() - started
+        for w in notes + warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir
+                              else default_cache_dir())
+        step(f"sweeping {len(configs)} novelty config(s) × {len(patiences)} patience value(s) over {len(runs)} runs")
+        t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
+                 rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
+                 scheduler=args.scheduler, cache=cache)
+        elapsed = time.perf_counter() - started
+        st = t.stats
+        timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
+                  f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in {elapsed - loaded:.1f} s "
+                  f"on {st.where}: {st.computed} (run, config) pair(s) computed, {st.memory} from memory, "
+                  f"{st.disk} from disk")
+        command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
+        step("writing the results")
+        written = write_outputs(t, Path(args.out), command, timing)
     if args.json:
         print(json.dumps(recommendation(t, command), indent=2, default=str))
         return EXIT_OK
