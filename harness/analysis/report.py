@@ -70,6 +70,7 @@ class Section:
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     links: list[tuple[str, str | None, str]] = field(default_factory=list)   # (label, href, text after it)
+    figures_first: bool = True     # False: the tables (the figures a reader came for) above the image
 
     @property
     def empty(self) -> bool:
@@ -136,7 +137,7 @@ def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str
     labels = {jr.row.run: jr.label for jr in judged}
     path = plot_novelty(frames, out, [frames.runs[frames.runs["run"] == jr.row.run].iloc[0].to_dict() for jr in shown],
                         labels=labels, name="accuracy-timelines.png",
-                        captions={jr.row.run: f"{jr.source}: " + ("premature stop" if jr.judgement.premature
+                        captions={jr.row.run: f"{jr.source}, " + ("premature stop" if jr.judgement.premature
                                                                    else "loop missed") for jr in shown},
                         title="Runs the stop rule got wrong: new evidence per round, the patience counter, the "
                               "label (green: useful until; red: a loop) and the stop")
@@ -144,11 +145,11 @@ def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str
                 "Every labelled run judged against its label, as `imprint check` judges it: a premature stop is a "
                 "no-progress stop before the round the run was labelled useful until; a loop is caught by a stop "
                 f"from its first round to a round or so after its last. {rule}".strip(), path,
-                "Novelty timelines of runs the stop rule got wrong, with their labels")
+                "Novelty timelines of runs the stop rule got wrong, with their labels", figures_first=False)
     s.tables.append(("per corpus", accuracy_table(judged)))
     plotted = {jr.row.run for jr in shown}
     for jr in bad:
-        text = "; ".join(jr.problems()) + (" (plotted above)" if jr.row.run in plotted else "")
+        text = "; ".join(jr.problems()) + (" (plotted below)" if jr.row.run in plotted else "")
         s.links.append((f"{jr.source}: {jr.row.run}", _href(jr.row.path, out), text))
     if not bad:
         s.notes.append(f"Every one of the {len(judged)} labelled run(s) holds.")
@@ -501,7 +502,7 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict], labels: dict[s
     plt = _plt()
     labels = labels or {}
     labelled = False
-    fig, axes = _grid(len(selected), plt, height=3.1)
+    fig, axes = _grid(len(selected), plt, height=3.3)
     if len(selected) == 1:
         fig.set_size_inches(8, 3.8)
     for ax, run, panel in zip(axes, selected, panel_titles(selected)):
@@ -516,13 +517,10 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict], labels: dict[s
         ax.set_ylim(0, top * 1.3)
         # one marker per stretch of writes, and none closer than a 25th of the axis to the last
         gap, last = max(len(x), 1) / 14, None
-        stop_x = run.get("stop_round")
-        stop_x = None if stop_x is None or pd.isna(stop_x) else float(stop_x)
         for a, b in write_groups(x.tolist(), g["kind"].tolist()):
             ax.axvspan(a - 0.45, b + 0.45, color="#4a78b5", alpha=0.15, lw=0)
             mid = (a + b) / 2
-            clear_of_stop = stop_x is None or not -2 * gap <= mid - stop_x <= gap / 2   # the stop's label sits left
-            if (last is None or mid - last >= gap) and clear_of_stop:
+            if last is None or mid - last >= gap:
                 ax.text(mid, top * 1.22, "W" if a == b else f"W×{b - a + 1}", ha="center", va="center",
                         fontsize=7, color="#4a78b5")
                 last = mid
@@ -547,13 +545,14 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict], labels: dict[s
         ax2.set_ylabel("patience counter", color="#e67e22")
         ax2.spines["right"].set_visible(True)
         stop_round = run.get("stop_round")
-        if stop_round is not None and not pd.isna(stop_round):
+        stopped = stop_round is not None and not pd.isna(stop_round)
+        if stopped:   # named in the title: a label in the plot collides with the write markers
             ax.axvline(stop_round + 0.5, color="black", lw=1.2, ls="--")
-            ax.annotate(f"stop: {run['stop_reason']}", (stop_round + 0.5, top * 1.3), xytext=(-3, -10),
-                        textcoords="offset points", ha="right", fontsize=7.5)
         what = (captions or {}).get(run["run"]) or (run["provider"] if run["source"] == "trace"
                                                     else "round log, replayed")
-        ax.set_title(f"{panel} ({what})", fontsize=9)
+        stop = f"stop: {run['stop_reason']} at round {int(stop_round)}" if stopped else \
+            f"stop: {run['stop_reason']}" if isinstance(run.get("stop_reason"), str) else "never stopped"
+        ax.set_title(f"{panel}\n{what}; {stop}", fontsize=9)
         ax.xaxis.get_major_locator().set_params(integer=True)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -841,15 +840,16 @@ def render_html(sections: list[Section], frames: Frames, title: str, generated: 
             parts.append(f"<p>{_code(s.intro)}</p>")
         for n in s.notes:
             parts.append(f'<p class="note">{_code(n)}</p>')
-        if s.image:
-            parts.append(f'<img src="{html.escape(s.image)}" alt="{html.escape(s.alt or s.title)}">')
+        image = [f'<img src="{html.escape(s.image)}" alt="{html.escape(s.alt or s.title)}">'] if s.image else []
+        tables = []
         for caption, df in s.tables:
             body = df.to_html(index=False, border=0, escape=True, na_rep="-")
-            parts.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
-                         .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
+            tables.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
+                          .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
         if s.links:
             items = "".join(f'<li>{_link(label, href)}: {html.escape(text)}</li>' for label, href, text in s.links)
-            parts.append(f'<ul class="runs">{items}</ul>')
+            tables.append(f'<ul class="runs">{items}</ul>')
+        parts += image + tables if s.figures_first else tables + image
     return _template().substitute(
         title=html.escape(title), traces=int((frames.runs["source"] == "trace").sum()),
         round_logs=int((frames.runs["source"] == "roundlog").sum()), files=len(frames.files),
@@ -875,12 +875,13 @@ def render_markdown(sections: list[Section], frames: Frames, title: str, generat
             lines += [s.intro, ""]
         for n in s.notes:
             lines += [f"> {n}", ""]
-        if s.image:
-            lines += [f"![{s.alt or s.title}]({s.image})", ""]
+        image = [f"![{s.alt or s.title}]({s.image})", ""] if s.image else []
+        tables: list[str] = []
         for caption, df in s.tables:
-            lines += [f"**{caption}**", "", _md_table(df.fillna("-")), ""]
+            tables += [f"**{caption}**", "", _md_table(df.fillna("-")), ""]
         if s.links:
-            lines += [f"- {f'[{label}](<{href}>)' if href else label}: {text}" for label, href, text in s.links] + [""]
+            tables += [f"- {f'[{label}](<{href}>)' if href else label}: {text}" for label, href, text in s.links] + [""]
+        lines += image + tables if s.figures_first else tables + image
     return "\n".join(lines)
 
 
