@@ -9,6 +9,7 @@ import sys
 from ..conventions import EXIT_FAILED, EXIT_OK
 from .console import console, progress
 from .inputs import DEFAULT_GATE_CONFIG, gate_config, gate_inputs
+from .ruleargs import add_rule_options, rule_of
 
 
 
@@ -26,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=DEFAULT_GATE_CONFIG, help=f"thresholds (default {DEFAULT_GATE_CONFIG})")
     p.add_argument("--labels", action="append", metavar="FILE",
                    help="labels file (repeatable; default: the config's inputs.labels)")
+    add_rule_options(p)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(fn=run)
 
@@ -33,6 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.gate import run_gate
     cfg = gate_config(args.config)
+    if args.rule or args.param or args.params:
+        # Judge another rule against the same thresholds and the baseline pinned for the shipped one.
+        cfg.premature_stops["rule"], cfg.premature_stops["rule_params"] = rule_of(args)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
     paths, notes = (args.paths, []) if args.paths else gate_inputs(cfg.inputs)
     with progress("check", "reading, replaying and judging the inputs", enabled=not args.json):
