@@ -311,3 +311,12 @@ def test_check_judges_another_rule_with_rule_and_param(setup, capsys) -> None:
     assert out["conditions"][0]["rows"][0]["figure"].startswith("1 of 1 useful runs")
     assert main(["check", str(logs), "--config", str(setup["cfg"]), "--labels", str(other), "--rule", "round-cap",
                  "--param", "max_round=2", "--json"]) == 2
+
+
+def test_a_baseline_pinned_on_other_labels_says_to_re_measure(setup, capsys) -> None:
+    logs, other = _logs(setup["tmp"]), setup["tmp"] / "labels-other.yaml"
+    other.write_text("runs:\n  loop: {loops: [3, 4]}\n")
+    cfg = setup["tmp"] / "m.toml"
+    cfg.write_text(CONFIG + "\n[loop_recall_baseline]\nother = {recall = 0.0, caught = 0, loops = 3}\n")
+    _, out = _check([str(logs), "--config", str(cfg), "--labels", str(other)], capsys)
+    assert any("3 labelled loops then, 1 now" in d for d in out["conditions"][0]["details"])

@@ -136,16 +136,17 @@ def test_shipped_label_files_load() -> None:
     assert scen.runs["past-12-rounds"].should_not_stop_before == 30
     real = load_labels([ROOT / "scenarios" / "labels" / f"labels-{n}.yaml" for n in ("mini-swe-agent", "who-and-when")])
     msa = [l for l in real.runs.values() if l.name.startswith("deepseek_")]
-    assert sum(l.useful for l in msa) == 47 and sum(len(l.loops) for l in msa) == 10
+    assert sum(l.useful for l in msa) == 47 and sum(len(l.loops) for l in msa) == 12
     assert not any(l.useful for l in real.runs.values() if l not in msa)
-    assert sum(len(l.loops) for l in real.runs.values()) == 19
+    assert sum(len(l.loops) for l in real.runs.values()) == 21
     assert all(len(l.periods) == len(l.loops) for l in real.runs.values())
 
 
 def test_every_real_loop_label_meets_the_loop_definition() -> None:
     """scenarios/labels/README.md: three rounds, or two full periods, that
     bring nothing new; a single repetition is a repeat, labelled apart."""
-    files = [ROOT / "scenarios" / "labels" / f"labels-{n}.yaml" for n in ("mini-swe-agent", "who-and-when", "tau-bench")]
+    files = [ROOT / "scenarios" / "labels" / f"labels-{n}.yaml"
+             for n in ("mini-swe-agent", "who-and-when", "tau-bench", "webruns")]
     labels = load_labels(files)
     for lab in labels.runs.values():
         for (a, b), period in zip(lab.loops, lab.periods or (None,) * len(lab.loops)):

@@ -418,6 +418,10 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
                            "goal_met": recall >= ps["loop_recall_goal"] - 1e-12,
                            "baseline": base["recall"] if base else None})
             c.passed &= ok
+            if base is not None and "loops" in base and base["loops"] != src.loops:
+                c.details.append(f"{name}: the labels changed since the loop-recall baseline was pinned "
+                                 f"({base['loops']} labelled loops then, {src.loops} now): re-measure it "
+                                 "(`imprint check --json`) and pin it in the same commit as the labels")
         for what, items in (("premature", src.premature_runs), ("missed", src.missed_loops)):
             c.details += [f"{name}: {d}" for d in items[:DETAILS_PER_SOURCE]]
             if len(items) > DETAILS_PER_SOURCE:

@@ -14,10 +14,14 @@ DEFAULT_CORPORA = (
     ("../shared/data/roundlogs/tau-bench-airline", "scenarios/labels/labels-tau-bench.yaml"),
     ("../shared/data/raw/mini-swe-agent", "scenarios/labels/labels-mini-swe-agent.yaml"),
     ("../shared/data/raw/who-and-when", "scenarios/labels/labels-who-and-when.yaml"),
+    ("traces/webruns", "scenarios/labels/labels-webruns.yaml"),
     (REGRESSION_STORE, REGRESSION_LABELS),
 )
-"""Relative to the current folder (the root of the checkout): the three labelled corpora of issue 13, and
-the regressions (`imprint regress add`) once there is one."""
+"""Relative to the current folder (the root of the checkout): the three
+labelled corpora beside the repository (tau-bench, mini-swe-agent, Who&When),
+the successful web-research runs committed under traces/webruns (ReAct-style
+agents; useful runs only), and the regressions (`imprint regress add`) once
+there is one."""
 
 
 class _Ordered(argparse.Action):
