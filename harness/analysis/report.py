@@ -541,7 +541,8 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict], labels: dict[s
         patience = g["patience"].dropna()
         if len(patience):
             ax2.axhline(float(patience.iloc[0]), color="#e67e22", ls=":", lw=1)
-            ax2.set_ylim(0, float(patience.iloc[0]) * 1.35)
+            # the counter may run past the patience after the stop (a replay goes on to the run's end)
+            ax2.set_ylim(0, max(float(patience.iloc[0]), float(g["patience_counter"].max() or 0)) * 1.35)
         ax2.set_ylabel("patience counter", color="#e67e22")
         ax2.spines["right"].set_visible(True)
         stop_round = run.get("stop_round")
