@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-"""The checkout this package was installed from. Only files that ship with the
-code may be looked up here (recorded cassettes): in a second clone sharing
-one install it is the other clone, and in a non-editable install it is
-site-packages. Default inputs and outputs of a command go through `workdir()`."""
+"""The checkout this package was installed from: in a second clone sharing one
+install it is the other clone, and in a non-editable install it is
+site-packages, so no command reads or writes its files through it. Default
+inputs and outputs go through `workdir()`, cassettes through the checkout of
+their scenario file."""
 
 
 def workdir() -> Path:

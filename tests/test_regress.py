@@ -303,6 +303,23 @@ def test_faults_writes_its_report_into_the_current_folder(repo: Path, capsys) ->
     assert sorted((REPO_ROOT / "traces").rglob("*")) == before    # no scratch trace left in the installed checkout
 
 
+def test_a_second_clone_replays_and_records_its_own_cassettes(repo: Path) -> None:
+    from harness.scenarios.model import parse_scenario
+    from harness.scenarios.providers import cassette_path
+    text = ("name: r\nquestion: q\nprovider: {kind: remote, server: llamacpp}\n"
+            "tools: [{name: search, default: {text: t}}]\n")
+    clone = repo / "clone"
+    (clone / "scenarios").mkdir(parents=True)
+    (clone / "scenarios" / "50-r.yaml").write_text(text)
+    scn = parse_scenario(text, str(clone / "scenarios" / "50-r.yaml"))
+    assert cassette_path(scn) == clone.resolve() / "traces" / "cassettes" / "llamacpp" / "50-r.yaml"
+    pinned = parse_scenario(text.replace("server: llamacpp}", "server: llamacpp, cassette: traces/c.yaml}"),
+                            str(clone / "scenarios" / "50-r.yaml"))
+    assert cassette_path(pinned) == clone.resolve() / "traces" / "c.yaml"
+    elsewhere = parse_scenario(text, str(repo / "mine" / "r.yaml"))      # not in a scenarios/ folder: the cwd's
+    assert cassette_path(elsewhere) == repo / "traces" / "cassettes" / "llamacpp" / "r.yaml"
+
+
 # ---- invariants ----------------------------------------------------------------------------------------------------
 @given(st.text(max_size=30))
 def test_any_loop_spec_parses_or_gets_a_clean_error(spec: str) -> None:

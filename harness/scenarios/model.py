@@ -115,7 +115,7 @@ class RemoteProviderSpec(_Strict):
     the cassette offline; `imprint record` records it anew."""
     kind: Literal["remote"]
     server: Literal["transformers", "llamacpp"]
-    cassette: str | None = Field(None, description="The recording, relative to the repository root "
+    cassette: str | None = Field(None, description="The recording, relative to the checkout the scenario file is in "
                                                    "(default traces/cassettes/<server>/<file stem>.yaml)")
     stream: bool = True
     context_window: int = Field(4096, ge=64)
