@@ -298,3 +298,115 @@ def test_a_rule_from_an_importable_module(tmp_path, monkeypatch):
     assert first_stop(build("team_rules:make"), same(3)) == 3
     with pytest.raises(UserInputError):
         resolve("no_such_module_anywhere:make")
+
+
+# ---- the candidate: outcome-repeat and repeat-aware --------------------------------------------
+PAGE = ("I clicked 'Select Year:'. Here is a screenshot of [Fubo - News](https://ir.fubo.tv/news/). The viewport "
+        "shows 14% of the webpage. Automatic OCR of the page screenshot has detected the following text: Overview "
+        "News Events Presentations Financials Governance press release list for 2024 quarterly results")
+
+
+def page(i: int, noise: str = "") -> RoundView:
+    return rnd(i, call("WebSurfer", result=PAGE + noise, instruction=f"please try again, attempt {i}"))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_outcome_repeat_page_revisits_stop_at_page_repeats(n):
+    rule = build("outcome-repeat", {"page_repeats": n})
+    rounds = [page(1)] + [page(i, noise=f" ocr{'l' * i}") for i in range(2, n + 5)]
+    assert first_stop(build("outcome-repeat", {"page_repeats": n}), rounds[:n]) is None
+    assert first_stop(rule, rounds) == n + 1
+
+
+def test_outcome_repeat_a_page_with_new_content_is_new():
+    rule = build("outcome-repeat", {"page_repeats": 1})
+    assert rule.observe(page(1)) is None
+    other = PAGE.replace("press release list for 2024 quarterly results",
+                         "Fubo announces its 2020 leadership: a new chief financial officer and a new head of "
+                         "content join the company, with biographies and start dates for each of them")
+    assert rule.observe(rnd(2, call("WebSurfer", result=other))) is None
+    assert rule.notes()["calls"] == "new"
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_outcome_repeat_the_same_action_failing_the_same_way_stops_at_error_repeats(n):
+    fail = [rnd(i, call("book", kind="write", status="error", result="Error: total price is 1203, paid 833",
+                        user="u1", amount=833)) for i in range(1, n + 4)]
+    assert first_stop(build("outcome-repeat", {"error_repeats": n}), fail[:n]) is None   # the first error is new
+    assert first_stop(build("outcome-repeat", {"error_repeats": n}), fail) == n + 1
+
+
+def test_outcome_repeat_the_same_error_after_another_action_weighs_as_an_action_repeat():
+    tries = [rnd(i, call("click", status="error", result="Invalid action!", element=f"item {i}")) for i in range(1, 9)]
+    rule = build("outcome-repeat", {"error_repeats": 1, "action_repeats": 3})
+    assert first_stop(rule, tries) == 4       # rounds 2, 3, 4 each add a third
+    assert first_stop(build("outcome-repeat", {"error_repeats": 1, "action_repeats": 8}), tries) is None
+
+
+@pytest.mark.parametrize("n", [2, 3, 6])
+def test_outcome_repeat_actions_repeated_with_near_duplicate_results_stop_at_action_repeats(n):
+    rounds = [rnd(i, call("bash", result="FAILED test_x.py::test_a - AssertionError: 3 != 4", cmd="pytest -x"))
+              for i in range(1, n + 4)]
+    assert first_stop(build("outcome-repeat", {"action_repeats": n}), rounds[:n]) is None
+    assert first_stop(build("outcome-repeat", {"action_repeats": n}), rounds) == n + 1
+
+
+def test_outcome_repeat_a_write_resets_and_the_same_write_again_is_a_repeat():
+    test = lambda i: rnd(i, call("bash", result="FAILED test_a", cmd="pytest"))   # noqa: E731
+    edit = lambda i, s: rnd(i, call("bash", kind="write", result="", cmd=f"sed -i {s} f.py"))   # noqa: E731
+    rule = build("outcome-repeat", {"action_repeats": 2, "write_repeats": 2})
+    # test, edit, test, edit, test: each edit is new, so the failing re-runs never add up
+    assert first_stop(rule, [test(1), edit(2, "a"), test(3), edit(4, "b"), test(5), edit(6, "c"), test(7)]) is None
+    # restore-and-reapply: the same two edits again are repeats of their own kind
+    rule = build("outcome-repeat", {"action_repeats": 2, "write_repeats": 2})
+    rounds = [test(1), edit(2, "a"), test(3), edit(4, "undo"), test(5), edit(6, "a"), test(7), edit(8, "undo")]
+    assert first_stop(rule, rounds) == 6      # 5 (the failing test again: 1/2) + 6 (edit a again: 1/2)
+    neutral = build("outcome-repeat", {"action_repeats": 2, "writes": "neutral"})
+    assert first_stop(neutral, [test(1), test(2), edit(3, "a"), test(4)]) == 4   # writes left out, as the record does
+    reset = build("outcome-repeat", {"action_repeats": 2})
+    assert first_stop(reset, [test(1), test(2), edit(3, "a"), test(4)]) is None
+
+
+def test_outcome_repeat_empty_results_and_failed_requests_never_reset_nor_count():
+    rule = build("outcome-repeat", {"page_repeats": 2})
+    assert rule.observe(page(1)) is None and rule.observe(page(2)) is None
+    assert rule.observe(rnd(3, call(status="empty", result=""))) is None
+    assert rule.observe(rnd(4, kind="error")) is None
+    assert rule.notes()["repeat_evidence"] == 0.5
+    assert rule.observe(page(5)) is not None
+
+
+def test_outcome_repeat_judges_a_round_against_what_came_before_it():
+    """Two identical results in one round are not repeats of each other."""
+    rule = build("outcome-repeat", {"action_repeats": 1})
+    assert rule.observe(rnd(1, call(result="same", q="a"), call(result="same", q="a"))) is None
+    assert rule.observe(rnd(2, call(result="same", q="a"))) is not None
+
+
+def test_outcome_repeat_an_answered_ask_is_new():
+    rule = build("outcome-repeat", {"page_repeats": 2})
+    rule.observe(page(1))
+    rule.observe(page(2))
+    assert rule.observe(rnd(3, call("ask_user", kind="ask", result="yes, 2020"))) is None
+    assert rule.notes()["repeat_evidence"] == 0
+
+
+def test_outcome_repeat_parameters_are_checked_and_memory_is_bounded():
+    for bad in ({"page_repeats": 0}, {"similarity": 0}, {"similarity": 1.5}, {"measure": "cosine"},
+                {"writes": "skip"}, {"normalization": "nope"}, {"memory": 1}, {"action_repeats": True}):
+        with pytest.raises(UserInputError):
+            build("outcome-repeat", bad)
+    rule = build("outcome-repeat", {"memory": 4})
+    for i in range(1, 40):
+        rule.observe(rnd(i, call("bash", status="error", result=f"error {i}", cmd=f"c{i}")))
+    assert len(rule.errors) <= 4
+
+
+def test_repeat_aware_is_the_record_or_outcome_repeat_whichever_stops_first():
+    rule = build("repeat-aware", {"patience": 3, "page_repeats": 5})
+    # changing error texts: the record's patience runs out at 3 errors, the repeat half sees only new errors
+    errors = [rnd(i, call(status="error", result=f"timeout after {i * 7} attempts on shard {i}")) for i in (1, 2, 3)]
+    assert first_stop(rule, errors) == 3
+    rule = build("repeat-aware", {"patience": 9, "page_repeats": 2})
+    assert first_stop(rule, [page(1), page(2, " x"), page(3, " y")]) == 3
+    assert build("repeat-aware").specs[1][1]["page_repeats"] == 2

@@ -41,7 +41,7 @@ from .sweep import ProgressCache, TuneRun, compute_progress, stop_rounds
 from .tune import PARTS, Split
 
 DEFAULT_RULES = ("record", "record[patience=4]", "round-cap", "identical-batch", "openhands", "gemini-cli",
-                 "result-aware-repeat", "any")
+                 "result-aware-repeat", "any", "outcome-repeat", "repeat-aware")
 RESEARCH_MAX_OUTPUT = 512          # LoopConfig's research output allowance: what each request reserves
 SETUP_BYTES = 1_200                # system prompt, question and tool schemas: what every prompt starts with
 TOKEN_BUDGET = SPECS["chat.research_token_budget"].default

@@ -54,6 +54,7 @@ MAX_KEYS = 4096   # distinct pages and actions remembered (the oldest forgotten 
 MEASURES = ("jaccard", "containment")
 WRITES = ("reset", "neutral")
 _URL = re.compile(r"https?://[^\s)\]>\"']+")
+ACTION_PROFILE = "default"
 HEAD_CHARS = 400   # where a browsing tool says which page it shows
 
 
@@ -66,10 +67,10 @@ class OutcomeRepeat(Rule):
     resets the sum; a round of neutral calls leaves it. Research stops when
     the sum reaches 1."""
 
-    def __init__(self, error_repeats: int, page_repeats: int, action_repeats: int, similarity: float, measure: str,
-                 normalization: str, memory: int, writes: str):
+    def __init__(self, error_repeats: int, page_repeats: int, action_repeats: int, write_repeats: int,
+                 similarity: float, measure: str, normalization: str, memory: int, writes: str):
         for name, v in (("error_repeats", error_repeats), ("page_repeats", page_repeats),
-                        ("action_repeats", action_repeats)):
+                        ("action_repeats", action_repeats), ("write_repeats", write_repeats)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer of at least 1; got {v!r}")
         if not 0 < similarity <= 1:
@@ -81,7 +82,8 @@ class OutcomeRepeat(Rule):
         if writes not in WRITES:
             raise ValueError(f"writes must be one of {', '.join(WRITES)}; got {writes!r}")
         NoveltyConfig(normalization=normalization)   # checks the profile's name
-        self.patience = {"error": error_repeats, "page": page_repeats, "action": action_repeats}
+        self.patience = {"error": error_repeats, "page": page_repeats, "action": action_repeats,
+                         "write": write_repeats}
         self.similarity, self.measure = similarity, measure
         self.normalization, self.memory, self.writes = normalization, memory, writes
         self.reset()
@@ -89,6 +91,7 @@ class OutcomeRepeat(Rule):
     def reset(self) -> None:
         self.sketches: OrderedDict[str, neardup.SketchStore] = OrderedDict()
         self.errors: OrderedDict[int, None] = OrderedDict()
+        self.wrote: OrderedDict[str, None] = OrderedDict()   # write actions that ran
         self.evidence = 0      # in units of 1 / lcm-free fractions: kept as a float sum of 1/N
         self.rounds = 0        # rounds in the current run of repeats
         self.last = ""
@@ -99,8 +102,9 @@ class OutcomeRepeat(Rule):
         urls = _URL.findall(c.result[:HEAD_CHARS])
         if urls:
             return "page", c.tool + "@" + " ".join(sorted(set(urls)))
+        # Arguments are masked with the default profile: OCR-noise masks would merge distinct short arguments.
         args = json.dumps(c.args, sort_keys=True, ensure_ascii=False, default=str)
-        return "action", c.tool + ":" + normalize(args, self.normalization)
+        return "action", c.tool + ":" + normalize(args, ACTION_PROFILE)
 
     def _store(self, key: str) -> neardup.SketchStore:
         store = self.sketches.get(key)
@@ -115,20 +119,30 @@ class OutcomeRepeat(Rule):
         """Each call's verdict: new, neutral, or the kind of repeat (error,
         page, action), judged against what the reply saw before this round;
         then the round is remembered."""
-        out, pending_sk, pending_err = [], [], []
+        out, pending_sk, pending_err, pending_w = [], [], [], []
         for c in round.calls:
-            if c.status in ("not_executed", "empty"):
+            if c.status == "not_executed":
                 out.append("neutral")
-            elif c.kind == "write" and c.status == "ok":
+            elif c.kind == "write" and c.status in ("ok", "empty"):
                 # A write that ran changed something: what follows is news ("reset"), or it is left out like the
-                # record leaves write rounds out ("neutral").
-                out.append("new" if self.writes == "reset" else "neutral")
+                # record leaves write rounds out ("neutral"). The same write done again (a backup restored, an
+                # edit re-applied) is a repeat of its own kind: the write still runs, only the stop rule counts it.
+                _, action = self._target(c)
+                out.append("write" if action in self.wrote else "new" if self.writes == "reset" else "neutral")
+                pending_w.append(action)
+            elif c.status == "empty":
+                out.append("neutral")
             elif c.kind == "ask":
                 out.append("new" if c.status == "ok" else "neutral")
             elif c.status == "error":
-                sig = xxhash.xxh3_64_intdigest(f"{c.tool}\0{normalize(c.result, self.normalization)}".encode())
-                out.append("error" if sig in self.errors else "new")
-                pending_err.append(sig)
+                # The same action failing the same way is a repeated error; the same error after another
+                # action is a retry with variation, which says something, so it weighs as a repeated action.
+                _, action = self._target(c)
+                text = normalize(c.result, self.normalization)
+                same = xxhash.xxh3_64_intdigest(f"{action}\0{text}".encode())
+                other = xxhash.xxh3_64_intdigest(f"{c.tool}\0{text}".encode())
+                out.append("error" if same in self.errors else "action" if other in self.errors else "new")
+                pending_err += [same, other]
             else:
                 text = " ".join(normalize(c.result, self.normalization).split()).encode()
                 sk = neardup.sketch(text)
@@ -145,6 +159,11 @@ class OutcomeRepeat(Rule):
         for sig in pending_err:
             self.errors[sig] = None
             self.errors.move_to_end(sig)
+        for action in pending_w:
+            self.wrote[action] = None
+            self.wrote.move_to_end(action)
+        while len(self.wrote) > self.memory:
+            self.wrote.popitem(last=False)
         while len(self.errors) > self.memory:
             self.errors.popitem(last=False)
         return out
@@ -169,26 +188,26 @@ class OutcomeRepeat(Rule):
 
 @stop_rule("outcome-repeat", source="the repeat half of the candidate amendment (docs/adr/0102-amendment-draft.md): "
                                     "consecutive rounds whose calls only repeat earlier outcomes")
-def make_outcome_repeat(error_repeats: int = 2, page_repeats: int = 2, action_repeats: int = 4,
-                        similarity: float = 0.8, measure: str = "jaccard", normalization: str = "ocr",
+def make_outcome_repeat(error_repeats: int = 1, page_repeats: int = 2, action_repeats: int = 6,
+                        write_repeats: int = 3, similarity: float = 0.8, measure: str = "jaccard", normalization: str = "ocr",
                         memory: int = 1024, writes: str = "reset") -> OutcomeRepeat:
     """Stop after consecutive rounds that only repeat earlier outcomes: `error_repeats` rounds of repeated errors,
     `page_repeats` of pages revisited with near-duplicate content, `action_repeats` of actions repeated with
     near-duplicate results (mixed rounds weigh by their weakest repeat)."""
-    return OutcomeRepeat(error_repeats, page_repeats, action_repeats, similarity, measure, normalization, memory,
-                         writes)
+    return OutcomeRepeat(error_repeats, page_repeats, action_repeats, write_repeats, similarity, measure,
+                         normalization, memory, writes)
 
 
 @stop_rule("repeat-aware", source="candidate amendment to ADR 0102 (docs/adr/0102-amendment-draft.md): the "
                                   "record's rule, and outcome-repeat's short patience for rounds that only repeat")
-def make_repeat_aware(error_repeats: int = 2, page_repeats: int = 2, action_repeats: int = 4,
-                      similarity: float = 0.8, measure: str = "jaccard", normalization: str = "ocr",
+def make_repeat_aware(error_repeats: int = 1, page_repeats: int = 2, action_repeats: int = 6,
+                      write_repeats: int = 3, similarity: float = 0.8, measure: str = "jaccard", normalization: str = "ocr",
                       memory: int = 1024, writes: str = "reset", patience: int = PATIENCE_DEFAULT,
                       record_normalization: str = "default") -> AnyRule:
     """The record's rule (patience and novelty unchanged), and a stop after consecutive rounds whose calls only
     repeat earlier outcomes (outcome-repeat)."""
     repeat = {"error_repeats": error_repeats, "page_repeats": page_repeats, "action_repeats": action_repeats,
-              "similarity": similarity, "measure": measure, "normalization": normalization, "memory": memory,
+              "write_repeats": write_repeats, "similarity": similarity, "measure": measure, "normalization": normalization, "memory": memory,
               "writes": writes}
     record = {"patience": patience, "normalization": record_normalization}
     return AnyRule([("record", make_record(patience, NoveltyConfig(normalization=record_normalization))),
