@@ -66,8 +66,8 @@ setup-browser:
 	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
-# The report from the committed traces (traces/) and the newest run under traces/runs/,
-# into $(RUN_REPORT) (ignored by git).
+# The report from the gate's inputs (the committed traces, the newest run under
+# traces/runs/, the labelled corpora beside the repository), into $(RUN_REPORT) (ignored by git).
 report: setup
 	$(BIN)/imprint report --out $(RUN_REPORT)
 

@@ -7,7 +7,7 @@ import argparse
 
 from imprint_core.errors import UserInputError
 
-from ..conventions import REPO_ROOT
+from ..conventions import workdir
 from ..realruns.regressions import LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 
 DEFAULT_CORPORA = (
@@ -17,10 +17,11 @@ DEFAULT_CORPORA = (
     ("traces/webruns", "scenarios/labels/labels-webruns.yaml"),
     (REGRESSION_STORE, REGRESSION_LABELS),
 )
-"""Relative to the repository root: the three labelled corpora beside the
-repository (tau-bench, mini-swe-agent, Who&When), the successful web-research
-runs committed under traces/webruns (ReAct-style agents; useful runs only),
-and the regressions (`imprint regress add`) once there is one."""
+"""Relative to the current folder (the root of the checkout): the three
+labelled corpora beside the repository (tau-bench, mini-swe-agent, Who&When),
+the successful web-research runs committed under traces/webruns (ReAct-style
+agents; useful runs only), and the regressions (`imprint regress add`) once
+there is one."""
 
 
 class _Ordered(argparse.Action):
@@ -50,8 +51,9 @@ def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
     notes: list[str] = []
     if not events:
         out = []
+        root = workdir()
         for data, labels in DEFAULT_CORPORA:
-            d, lab = (REPO_ROOT / data).resolve(), REPO_ROOT / labels
+            d, lab = (root / data).resolve(), root / labels
             if labels == REGRESSION_LABELS:
                 if lab.exists() and len(load_labels([lab])):
                     out.append(Corpus([str(d)], str(lab)))
@@ -60,8 +62,9 @@ def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
             else:
                 notes.append(f"default corpus {d} not found; skipped")
         if not out:
-            raise UserInputError("none of the default corpora is there", file=str(REPO_ROOT / DEFAULT_CORPORA[0][0]),
-                                 expected="--corpus PATH --labels FILE")
+            raise UserInputError("none of the default corpora is there", file=str(root),
+                                 expected="run it from the root of a checkout (the corpora beside it, or a "
+                                          f"regression under {REGRESSION_STORE}), or give --corpus PATH --labels FILE")
         return out, notes
     out, pending = [], []
     for dest, value in events:

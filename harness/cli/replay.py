@@ -8,6 +8,8 @@ import json
 
 from imprint_core.errors import UserInputError
 
+from imprint_core.novelty import NORMALIZATIONS
+
 from ..conventions import EXIT_OK
 from ..realruns.rounds import PATIENCE
 from .ruleargs import add_rule_options, rule_of
@@ -22,7 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     rp.add_argument("--patience", type=int, default=PATIENCE.default,
                     help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max})")
-    rp.add_argument("--normalization", default=None, help="none, basic or default (default: default)")
+    rp.add_argument("--normalization", default=None, metavar="|".join(NORMALIZATIONS),
+                    help="how results are normalized before fingerprinting: none, basic, or a profile of "
+                         "volatile-token masks (default: default)")
     rp.add_argument("--novelty", action="append", metavar="FIELD=VALUE",
                     help="set any NoveltyConfig field (repeatable), e.g. min_new_shingles=5")
     add_rule_options(rp)
@@ -32,7 +36,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def novelty_config(args: argparse.Namespace):
     """The NoveltyConfig of `--normalization` and `--novelty FIELD=VALUE`."""
-    from imprint_core.novelty import NORMALIZATIONS
     from ..realruns.noveltyfields import make_config, parse_assignment
     overrides = {}
     for text in args.novelty or []:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from imprint_core.errors import UserInputError
 
-from ..conventions import EXIT_OK, REPO_ROOT
+from ..conventions import EXIT_OK
 from ..realruns.labels import LOOP_SLACK
 from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 from ..realruns.rounds import PATIENCE, USER_TURNS
-from .console import console
+from .console import console, progress
 from .corpora import DEFAULT_CORPORA, add_corpus_options, corpora_from  # noqa: F401  (corpora_from: bench_tune)
 
 PATIENCE_RANGE = f"{PATIENCE.min}-{PATIENCE.max}"
@@ -34,12 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="Without --corpus: the three labelled corpora (tau-bench round logs, mini-swe-agent and Who&When raw "
                f"trajectories beside the repository) and the regressions ({REGRESSION_STORE}, labelled in "
                f"{REGRESSION_LABELS}) once `imprint regress add` has stored one. Labels files: see "
-               "scenarios/labels/README.md. A corpus is named after its labels file (labels-tau-bench.yaml: "
+               "scenarios/labels/README.md. Default paths are relative to the current directory (run it from the "
+               "repository root). A corpus is named after its labels file (labels-tau-bench.yaml: "
                "tau-bench); the regressions corpus is always tuned on, never held out.")
     add_corpus_options(p)
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
                    help="a NoveltyConfig field and its values (repeatable); given, it replaces the default grid "
-                        "(normalization × min_new_shingles × containment_threshold) and fields it does not name stay "
+                        "(min_new_shingles × fingerprint_unit) and fields it does not name stay "
                         "at their shipped values")
     p.add_argument("--patience", default=PATIENCE_RANGE,
                    help=f"patience values: a range {PATIENCE_RANGE} or a list 3,4,5 (default {PATIENCE_RANGE})")
@@ -152,30 +153,34 @@ def run(args: argparse.Namespace) -> int:
     for s in unknown:
         notes.append(f"--strict {s}: no corpus of that name")
     started = time.perf_counter()
-    runs, warnings = load_corpora(corpora, args.user_turns)
-    loaded = time.perf_counter() - started
-    for w in notes + warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir())
-    if other_rule:
-        from ..analysis.tune import tune_rule
-        t = tune_rule(runs, args.rule, grid, split=Split(args.holdout, args.folds, args.seed),
-                      rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs, cache=cache)
-        elapsed = time.perf_counter() - started
-        timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(t.scores.settings)} setting(s) of "
-                  f"{args.rule}; loaded in {loaded:.1f} s, replayed in {elapsed - loaded:.1f} s")
-    else:
-        t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
-                 rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
-                 scheduler=args.scheduler, cache=cache)
-        elapsed = time.perf_counter() - started
-        st = t.stats
-        timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
-                  f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in {elapsed - loaded:.1f} s "
-                  f"on {st.where}: {st.computed} (run, config) pair(s) computed, {st.memory} from memory, {st.disk} "
-                  "from disk")
-    command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
-    written = write_outputs(t, Path(args.out), command, timing)
+    with progress("tune", f"loading {len(corpora)} corpora", enabled=not args.json) as step:
+        runs, warnings = load_corpora(corpora, args.user_turns)
+        loaded = time.perf_counter() - started
+        for w in notes + warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir
+                              else default_cache_dir())
+        step(f"sweeping over {len(runs)} runs")
+        if other_rule:
+            from ..analysis.tune import tune_rule
+            t = tune_rule(runs, args.rule, grid, split=Split(args.holdout, args.folds, args.seed),
+                          rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs, cache=cache)
+            elapsed = time.perf_counter() - started
+            timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(t.scores.settings)} setting(s) "
+                      f"of {args.rule}; loaded in {loaded:.1f} s, replayed in {elapsed - loaded:.1f} s")
+        else:
+            t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
+                     rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
+                     scheduler=args.scheduler, cache=cache)
+            elapsed = time.perf_counter() - started
+            st = t.stats
+            timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
+                      f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in "
+                      f"{elapsed - loaded:.1f} s on {st.where}: {st.computed} (run, config) pair(s) computed, "
+                      f"{st.memory} from memory, {st.disk} from disk")
+        command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
+        step("writing the results")
+        written = write_outputs(t, Path(args.out), command, timing)
     if args.json:
         print(json.dumps(recommendation(t, command), indent=2, default=str))
         return EXIT_OK
