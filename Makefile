@@ -43,6 +43,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
 	$(BIN)/python benchmarks/bench_peers.py
+	$(BIN)/python benchmarks/bench_rules.py
 	$(BIN)/python benchmarks/summary.py
 
 # Re-record the local model's traces under traces/local/ (committed).

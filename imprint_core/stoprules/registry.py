@@ -117,7 +117,7 @@ def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
     if not callable(factory):
         raise UserInputError(f"{spec} is not a factory (a callable that returns a rule)", key="--rule",
                              expected="make(**params) -> rule")
-    source = getattr(factory, "__module__", "") or spec
+    source = spec.rpartition(":")[0] if origin == "file" else getattr(factory, "__module__", "") or spec
     return RuleInfo(name, factory, params_of(factory), source, _first_line(getattr(factory, "__doc__", None)),
                     origin, spec, _open(factory))
 
