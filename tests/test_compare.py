@@ -135,3 +135,17 @@ def test_tune_sweeps_any_rule_s_parameters_with_the_same_choice_and_split(corpus
     assert main(["tune", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--rule", "round-cap",
                  "--out", str(out)]) == 2
     assert "needs --grid" in capsys.readouterr().err
+
+
+def test_the_report_shows_a_comparison_as_a_section(corpus, capsys):
+    out = corpus["tmp"] / "cmp"
+    assert main(["compare", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--rule", "gemini-cli",
+                 "--holdout", "0", "--no-disk-cache", "--out", str(out)]) == 0
+    rep = corpus["tmp"] / "rep"
+    assert main(["report", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--compare",
+                 str(out / "compare.json"), "--out", str(rep)]) == 0
+    page = (rep / "index.html").read_text()
+    assert "Stop rules compared" in page and "gemini-cli" in page and (rep / "compare.png").exists()
+    (corpus["tmp"] / "bad.json").write_text("{}")
+    assert main(["report", str(corpus["logs"]), "--compare", str(corpus["tmp"] / "bad.json"), "--out", str(rep)]) == 2
+    assert "cells" in capsys.readouterr().err

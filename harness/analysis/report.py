@@ -10,6 +10,7 @@ they overshoot the deadline.
 from __future__ import annotations
 
 import html
+import json
 import math
 from glob import escape as glob_escape
 import os
@@ -25,7 +26,7 @@ import pandas as pd
 
 from .frames import Frames
 
-PLOT_NAMES = ("accuracy-timelines.png", "estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
+PLOT_NAMES = ("accuracy-timelines.png", "compare.png", "estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
               "novelty-timeline.png", "stops.png", "overshoot.png")
 STOP_ORDER = ["answered", "no_progress", "token_budget", "time_budget", "context_full", "cancelled"]
 MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0a030", "cancelled": "#9a9a9a"}
@@ -698,14 +699,54 @@ NO_TRACES = ("No traces of our runs among the inputs, only round logs and raw tr
              "estimates, ledgers, budgets, stop reasons of their own or deadlines, so those sections are left out.")
 
 
+def compare_section(comparison: Path, out: Path) -> Section:
+    """`imprint compare`'s figures (its compare.json and plot), held-out part
+    and dev, so the report shows the shipped rule beside the others."""
+    import shutil
+    from imprint_core.errors import UserInputError
+    try:
+        data = json.loads(comparison.read_text(encoding="utf-8"))
+        cells = data["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserInputError(f"not a compare.json of `imprint compare`: {exc}", file=str(comparison),
+                             key="cells") from None
+    rows = []
+    for c in cells:
+        if c.get("part") == "all":
+            continue
+        frac = lambda a, b: f"{a}/{b}" if b else "–"   # noqa: E731
+        lat = c.get("median_latency")
+        rows.append({"rule": c["rule"], "corpus": c["corpus"], "part": c["part"],
+                     "loop recall": frac(c["caught"], c["loops"]), "premature": frac(c["premature"], c["useful"]),
+                     "stops before a loop": c.get("stops_before_loop", "–") if c["loops"] else "–",
+                     "median latency": "–" if lat is None else f"{lat:g}",
+                     "loop rounds spent": frac(c["loop_rounds_spent"], c["loop_rounds_total"])})
+    image = None
+    png = comparison.with_name("compare.png")
+    if png.exists():
+        shutil.copyfile(png, out / "compare.png")
+        image = str(out / "compare.png")
+    held = pd.DataFrame([r for r in rows if r["part"] == "held-out"])
+    dev = pd.DataFrame([r for r in rows if r["part"] == "dev"])
+    return Section("Stop rules compared",
+                   f"Every labelled run replayed through each stop rule, split by task as `imprint tune` splits "
+                   f"(`{data.get('command', 'imprint compare')}`; {comparison}). Loop recall and premature stops "
+                   "per corpus, the held-out part first; latency is the rounds from a caught loop's start to the "
+                   "stop.", image, "Loop recall against premature stops, one marker per rule",
+                   tables=[(t, df) for t, df in (("held-out", held), ("dev", dev)) if not df.empty],
+                   figures_first=False)
+
+
 def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6,
-                   judged: Sequence[Any] = (), rule: str = "") -> list[Section]:
+                   judged: Sequence[Any] = (), rule: str = "", comparison: Path | None = None) -> list[Section]:
     """The report's sections, the stop rule's accuracy first when labelled
     runs are among the inputs (`judged`: the gate's `judged_runs`). A section
     with nothing to show is left out, never shown empty."""
     sections: list[Section] = []
     if judged:
         sections.append(accuracy_section(frames, judged, out, rule, max_runs))
+    if comparison is not None:
+        sections.append(compare_section(comparison, out))
     labels = {jr.row.run: jr.label for jr in judged}
     chosen = select_runs(frames, max_runs, select, "novelty")
     path = plot_novelty(frames, out, chosen, labels=labels)
@@ -895,7 +936,7 @@ def _page_notes(frames: Frames) -> list[str]:
 
 def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint research-loop report",
                  select: Sequence[str] = (), max_runs: int = 6, judged: Sequence[Any] = (),
-                 rule: str = "") -> dict[str, Path]:
+                 rule: str = "", comparison: Path | None = None) -> dict[str, Path]:
     """`judged`: the labelled runs as the gate judged them (`gate.judged_runs`),
     for the accuracy section; `rule`: the stop rule they were replayed with, in words."""
     from imprint_core.settings import atomic_write_text
@@ -903,7 +944,8 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
     out.mkdir(parents=True, exist_ok=True)
     for name in PLOT_NAMES:  # a plot without data this time must not linger from an earlier report
         (out / name).unlink(missing_ok=True)
-    sections = build_sections(frames, out, select=select, max_runs=max_runs, judged=judged, rule=rule)
+    sections = build_sections(frames, out, select=select, max_runs=max_runs, judged=judged, rule=rule,
+                              comparison=comparison)
     for s in sections:
         if s.image:
             s.image = Path(s.image).name

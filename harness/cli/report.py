@@ -35,9 +35,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--select", action="append", default=[], metavar="RUN",
                    help="a run (scenario name, file stem or run id) for the per-run plots; repeatable "
                         "(default: a spread of stop reasons, writes, errors, asks and providers)")
+    p.add_argument("--compare", default=None, metavar="FILE",
+                   help="imprint compare's compare.json to show as a section (without TRACES: reports/compare/compare.json "
+                        "where it exists; `none` for no such section)")
     p.add_argument("--max-runs", type=int, default=6, metavar="N", help="panels in the per-run plots (default 6)")
     p.add_argument("--title", default="Imprint research-loop report")
     p.set_defaults(fn=run)
+
+
+DEFAULT_COMPARISON = "reports/compare/compare.json"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             ps = cfg.premature_stops
             frames = load_frames(paths, patience=ps["patience"], novelty=novelty_config(cfg),
-                                 user_turns=ps["user_turns"])
+                                 user_turns=ps["user_turns"], rule=ps["rule"], rule_params=ps["rule_params"])
             slack = ps["loop_slack"]
             rule = (f"Round logs and raw trajectories are replayed at patience {ps['patience']}, "
                     f"{describe(novelty_config(cfg))}, user turns {ps['user_turns']} ({cfg.path}); traces are "
@@ -70,8 +76,14 @@ def run(args: argparse.Namespace) -> int:
             raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
         judged = judged_runs(frames, load_labels(label_files), slack) if label_files else []
         step("drawing the plots")
+        # The committed comparison belongs to the default inputs; given TRACES, only --compare adds one.
+        comparison = None if args.compare == "none" else Path(args.compare) if args.compare else \
+            Path(DEFAULT_COMPARISON) if not args.paths and Path(DEFAULT_COMPARISON).exists() else None
+        if comparison is not None and not comparison.is_file():
+            raise UserInputError("no such file", file=str(comparison), key="--compare",
+                                 expected="the compare.json that `imprint compare` wrote")
         written = write_report(frames, args.out, title=args.title, select=args.select, max_runs=args.max_runs,
-                               judged=judged, rule=rule)
+                               judged=judged, rule=rule, comparison=comparison)
     for w in notes + list(frames.warnings):
         print(f"warning: {w}", file=sys.stderr)
     n_traces = int((frames.runs["source"] == "trace").sum())
