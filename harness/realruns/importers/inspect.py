@@ -47,8 +47,11 @@ from .source import Archive, Source
 from .toolkinds import classifier, find_overrides
 
 INSTALL_HINT = "pip install -e '.[interop]' (inspect_ai)"
+"""What to run where inspect_ai is missing."""
 NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+"""Characters of a sample id that cannot stand in a file name."""
 CORRECT_VALUES = {"C": True, "I": False}
+"""inspect_ai's CORRECT and INCORRECT grades as the label `correct`."""
 REWARD_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 """inspect_ai's letter grades (CORRECT, INCORRECT, PARTIAL, NOANSWER) as numbers, as its own `value_to_float` reads them."""
 
@@ -62,34 +65,50 @@ def _read(path: Path, src: Source) -> Any:
         return read_eval_log(str(path))
     except FileNotFoundError:
         src.fail("no such file")
+    except KeyError as exc:          # a zip archive without the member inspect_ai opens first
+        src.fail("the archive lacks this member: not an inspect_ai .eval log, or cut off", key=str(exc.args[0]),
+                 expected="an inspect_ai .eval archive")
     except Exception as exc:        # inspect_ai's reader raises plain ValueErrors, pydantic's and zipfile's errors
-        src.fail(_explain(exc), key=_error_key(exc))
+        validation = _validation(exc)
+        if validation:
+            src.fail(*validation[:1], key=validation[1], expected=validation[2])
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "EOCD" in text or "zip" in text.lower():
+            src.fail(f"not a readable .eval archive ({text}): is the file cut off?", key="(archive)",
+                     expected="a whole inspect_ai .eval archive")
+        src.fail(f"inspect_ai cannot read the log: {type(exc).__name__}: {text}", key="(log)")
 
 
-def _error_key(exc: Exception) -> str:
+LOC_NOISE = re.compile(r"^function-(?:wrap|after|before|plain)\[.*\]$|^tagged-union\[.*\]$")
+"""Parts of a pydantic error location that name a validator, not a key."""
+
+
+def _validation(exc: Exception) -> tuple[str, str, str | None] | None:
+    """(message, key, expected) of a pydantic validation error: the deepest
+    location it names (where a union of message types failed, the member that
+    got furthest), with the values each alternative would have taken."""
     errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            first = errors()[0]
-        except Exception:
-            return "(log)"
-        return ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in first.get("loc", ())) \
-            .replace(".[", "[") or "(log)"
-    return "(log)"
+    if not callable(errors):
+        return None
+    try:
+        found = [e for e in errors() if isinstance(e, dict)]
+    except Exception:
+        return None
+    if not found:
+        return None
 
+    def loc(e: dict) -> list:
+        return [p for p in e.get("loc", ()) if not (isinstance(p, str) and LOC_NOISE.match(p))]
 
-def _explain(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if "EOCD" in text or "zip" in text.lower():
-        return f"not a readable .eval archive ({text}): is the file cut off?"
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            first = errors()[0]
-            return f"inspect_ai rejects the log: {first.get('msg', text)}"
-        except Exception:
-            pass
-    return f"inspect_ai cannot read the log: {type(exc).__name__}: {text}"
+    deepest = max(found, key=lambda e: len(loc(e)))
+    at = loc(deepest)
+    key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in at).lstrip(".") or "(log)"
+    same = [e for e in found if loc(e) == at]
+    expected = [str(e.get("ctx", {}).get("expected")) for e in same if e.get("ctx", {}).get("expected")]
+    got = deepest.get("input")
+    got_text = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
+    return (f"inspect_ai rejects the log: {deepest.get('msg', 'invalid value')}{got_text}", key,
+            "one of " + ", ".join(expected) if len(expected) > 1 else None)
 
 
 def _score_labels(scores: dict[str, Any] | None) -> dict[str, Any]:

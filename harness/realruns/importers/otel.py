@@ -2,8 +2,8 @@
 (`{"resourceSpans": [...]}`) per file, or one per line as the SDK's and
 the collector's file exporters write them. The spans of one trace (one
 `traceId`) become one run, named `<traceId>.jsonl` under a folder named
-after the file; a trace without a model or tool span (an HTTP server's
-own spans beside the agent's) is no run.
+after the file; a trace without an agent, model or tool span (an HTTP
+server's own spans beside the agent's) is no run.
 
 Two dialects of attributes are read, and our own exporter's on top:
 
@@ -33,8 +33,9 @@ that start after it and before the next model span, in start order; a
 tool span before any model span is a round of its own. A turn with no
 call (the agent's answer) is not a round, as in the chat importer. The
 calls a model span asked for that no tool span ran take their result from
-a later model span's input messages where those carry it. With our
-attributes, rounds are `imprint.round` numbers, as in the trace.
+a later model span's input messages where those carry it. In a trace
+whose spans carry our `imprint.*` attributes, rounds are `imprint.round`
+numbers, as in the trace.
 
 Kind: `imprint.tool.kind`, else the corpus's `tool-kinds.yaml`
 (`toolkinds`), else `kinds.classify_tool` on the name and args. Status:
@@ -79,7 +80,9 @@ HEX_ID = {"traceId": re.compile(r"^[0-9a-fA-F]{32}$"), "spanId": re.compile(r"^[
 ID_EXPECTED = {"traceId": "32 hex digits (OTLP JSON writes ids in hex, not base64)",
                "spanId": "16 hex digits (OTLP JSON writes ids in hex, not base64)",
                "parentSpanId": "16 hex digits or empty"}
-NOT_EXECUTED = "not_executed"
+SKIPPED_STATUSES = frozenset({"not_executed", "no_result"})
+"""Our `imprint.tool.status` values of calls that never ran or never returned:
+not calls of the round log (as `imprint export-rounds` leaves them out)."""
 RESULTS_NOTE = ("{n} of {total} calls carry no result text: the producer did not record it "
                 "(gen_ai.tool.call.result / output.value). Their status is the span's (error), ok for a write, "
                 "else empty: the replay credits them no new evidence, so a stop it reports may come earlier "
@@ -141,6 +144,7 @@ def any_value(v: Any, src: Source, key: str) -> Any:
 
 
 def attributes(raw: Any, src: Source, key: str) -> dict[str, Any]:
+    """A list of OTLP `KeyValue`s as a dict (a later duplicate key wins, as in the SDK)."""
     if not isinstance(raw, list):
         src.fail(f"wrong type {type(raw).__name__}", key=key, expected="a list of {key, value} objects")
     out = {}
@@ -230,6 +234,13 @@ def role(sp: Span) -> str | None:
     return None
 
 
+def is_agent(sp: Span) -> bool:
+    """An agent's own span (GenAI `invoke_agent`, OpenInference `AGENT`): its
+    trace is a run even when it made no model request or call."""
+    kind = sp.attrs.get("openinference.span.kind")
+    return sp.attrs.get("gen_ai.operation.name") == "invoke_agent" or (isinstance(kind, str) and kind.upper() == "AGENT")
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -250,6 +261,7 @@ class Call:
 
 
 def tool_call(sp: Span, src: Source) -> Call:
+    """A tool span as a call, in either dialect (our `imprint.tool.*` where present)."""
     a = sp.attrs
     if "gen_ai.tool.name" in a or a.get("gen_ai.operation.name") == TOOL_OPERATION:
         name = a.get("gen_ai.tool.name")
@@ -374,7 +386,7 @@ def _turns(spans: list[Span], src: Source) -> list[list[Call]]:
 
 def _our_rounds(spans: list[Span], src: Source) -> list[list[Call]]:
     """Rounds by `imprint.round`, as our trace numbered them; a round that ran
-    no call (its `imprint.round_end` event, or a model span, says it was one) is empty."""
+    no call (its `imprint.round_end` event says it was one) is empty."""
     numbers: set[int] = set()
     calls: list[Call] = []
     for sp in sorted(spans, key=lambda sp: (sp.start, sp.order)):
@@ -386,11 +398,9 @@ def _our_rounds(spans: list[Span], src: Source) -> list[list[Call]]:
             if c.round is None:
                 src.fail("a tool span without imprint.round in a trace that numbers its rounds",
                          key=sp.where + ".attributes.imprint.round", expected="the round's number (an integer)")
-            if c.status != NOT_EXECUTED:
+            if c.status not in SKIPPED_STATUSES:
                 numbers.add(c.round)
                 calls.append(c)
-        elif role(sp) == "model" and isinstance(sp.attrs.get("imprint.round"), int):
-            numbers.add(sp.attrs["imprint.round"])
     return [[c for c in calls if c.round == n] for n in sorted(numbers)]
 
 
@@ -404,8 +414,9 @@ def _first(spans: list[Span], *keys: str) -> Any:
 
 def trace_log(trace: str, spans: list[Span], path: str | Path, src: Source, overrides: dict[str, str],
               kinds_file: str | None) -> RoundLog:
-    ours = any("imprint.round" in sp.attrs for sp in spans) or \
-        any(name == "imprint.round_end" for sp in spans for name, _, _ in sp.events)
+    """One trace's spans as a round log (see the module's rules)."""
+    ours = any(k.startswith("imprint.") for sp in spans for k in (*sp.attrs, *sp.resource)) or \
+        any(name.startswith("imprint.") for sp in spans for name, _, _ in sp.events)
     dialect = "imprint" if ours else \
         "openinference" if any("openinference.span.kind" in sp.attrs for sp in spans) else "gen_ai"
     classify = classifier(overrides)
@@ -425,7 +436,7 @@ def trace_log(trace: str, spans: list[Span], path: str | Path, src: Source, over
     for sp in spans:
         for name, _, attrs in sp.events:
             if name == "imprint.stop":
-                stop = {"reason": attrs.get("imprint.stop.reason"), "round": attrs.get("imprint.stop.round")}
+                stop = {"reason": attrs.get("imprint.reason"), "round": attrs.get("imprint.round")}
     labels: dict[str, Any] = {
         "source_format": "otel", "source_file": str(path), "instance_id": trace, "trace_id": trace,
         "dialect": dialect, "service": resource.get("service.name"),
@@ -447,7 +458,7 @@ def trace_log(trace: str, spans: list[Span], path: str | Path, src: Source, over
 
 
 def import_otel(data: Any, path: str | Path) -> list[RoundLog]:
-    """One log per trace that holds a model or tool span, in the file's order."""
+    """One log per trace that holds an agent, model or tool span, in the file's order."""
     src = Source(path, "otel")
     if not (isinstance(data, dict) or (isinstance(data, list) and data)):
         src.fail(f"wrong type {type(data).__name__}", key="(top level)",
@@ -458,11 +469,11 @@ def import_otel(data: Any, path: str | Path) -> list[RoundLog]:
     by_trace: dict[str, list[Span]] = {}
     for sp in spans:
         by_trace.setdefault(sp.trace, []).append(sp)
-    runs = {t: s for t, s in by_trace.items() if any(role(sp) for sp in s)}
+    runs = {t: s for t, s in by_trace.items() if any(role(sp) or is_agent(sp) for sp in s)}
     if not runs:
-        src.fail(f"none of the file's {len(by_trace)} trace(s) has a model or tool span",
+        src.fail(f"none of the file's {len(by_trace)} trace(s) has an agent, model or tool span",
                  key="attributes.gen_ai.operation.name",
-                 expected="spans with gen_ai.operation.name (chat, text_completion, generate_content, execute_tool) "
-                          "or openinference.span.kind (LLM, TOOL)")
+                 expected="spans with gen_ai.operation.name (invoke_agent, chat, text_completion, generate_content, "
+                          "execute_tool) or openinference.span.kind (AGENT, LLM, TOOL)")
     overrides, kinds_file = find_overrides(path)
     return [trace_log(t, s, path, src, overrides, kinds_file) for t, s in runs.items()]
