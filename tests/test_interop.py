@@ -278,6 +278,13 @@ def test_a_broken_inspect_file_names_itself(case, json_log, tmp_path, capsys):
     _fails(["import", str(bad), "--out", str(tmp_path / "out")], named, key, words, tmp_path / "out", capsys)
 
 
+def test_without_inspect_ai_an_inspect_log_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)      # import inspect_ai.log now raises ImportError
+    _fails(["import", str(EVAL), "--out", str(tmp_path / "out")], EVAL, "inspect_ai is not installed",
+           ".[interop]", tmp_path / "out", capsys)
+
+
 def test_format_inspect_on_another_format_names_the_missing_key(tmp_path, capsys):
     chat = tmp_path / "chat.json"
     chat.write_text(json.dumps([{"role": "user", "content": "hi"}]))
@@ -525,6 +532,15 @@ def test_attribute_values_read_back_as_written(value):
         assert back == json.dumps(value, ensure_ascii=False, sort_keys=True)     # nested: kept as JSON text
     else:
         assert back == value
+
+
+def test_an_otlp_line_longer_than_the_first_line_read_is_still_a_raw_run(tmp_path, monkeypatch):
+    from harness.realruns import sources
+    monkeypatch.setattr(sources, "_first_line", lambda path: path.read_bytes()[:200])   # a cut first line
+    f = tmp_path / "big.otlp.jsonl"
+    shutil.copy(GENAI, f)
+    assert sources.classify(f, named=False) == "raw"
+    assert len(load_runs([tmp_path])[0]) == 3
 
 
 def test_gzipped_otlp_reads_like_plain(tmp_path):
