@@ -118,6 +118,46 @@ def test_genai_and_openinference_replay_stops_where_the_hand_count_says():
     assert replay(oi).progress_rounds == [1, 2, 3]
 
 
+def _strip(data: dict, keys: set[str]) -> dict:
+    data = copy.deepcopy(data)
+    for s in data["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        s["attributes"] = [a for a in s["attributes"] if a["key"] not in keys]
+    return data
+
+
+def test_a_call_is_taken_once_whether_or_not_its_tool_span_names_its_id(tmp_path):
+    f = tmp_path / "noids.otlp.jsonl"
+    f.write_text(json.dumps(_strip(_otlp(), {"gen_ai.tool.call.id"})) + "\n")
+    assert sorted(map(_shape, import_file(f))) == sorted(map(_shape, import_file(GENAI)))
+
+
+def test_calls_without_tool_spans_take_their_results_from_the_next_request(tmp_path):
+    data = _otlp()
+    for rs in data["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            ss["spans"] = [s for s in ss["spans"] if not any(a["key"] == "gen_ai.tool.name" for a in s["attributes"])]
+    f = tmp_path / "models-only.otlp.jsonl"
+    f.write_text(json.dumps(data) + "\n")
+    runs = {log.labels["conversation_id"]: log for log in import_file(f)}
+    # each call's result is in the next request's input messages (the last one's in the answering request)
+    assert _shape(runs["conv-loop"]) == [[("search", "read", "ok")]] * 13
+    assert runs["conv-loop"].labels["results_missing"] == 0
+    assert replay(runs["conv-loop"]).stop_round == 10
+    # without its span the failed read's ERROR is lost: its result text ("Error: ...") says it
+    assert _shape(runs["conv-steady"])[:3] == [[("read_file", "read", "ok")], [("search", "read", "empty")],
+                                               [("read_file", "read", "error")]]
+    assert "conv-blind" not in runs or runs["conv-blind"].rounds == []
+    # without the answering request, the trace ends on the 13th call: it never ran, as far as the trace shows
+    loop_trace = runs["conv-loop"].labels["trace_id"]
+    spans = data["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    last = max((s for s in spans if s["traceId"] == loop_trace and s["name"].startswith("chat")),
+               key=lambda s: int(s["startTimeUnixNano"]))
+    spans.remove(last)
+    f.write_text(json.dumps(data) + "\n")
+    runs = {log.labels["conversation_id"]: log for log in import_file(f)}
+    assert _shape(runs["conv-loop"]) == [[("search", "read", "ok")]] * 12
+
+
 def test_the_replay_command_prints_those_stops(capsys):
     assert main(["replay", str(FIX), "--json"]) == 0
     got = sorted((json.loads(line)["rounds"], json.loads(line)["stop_round"])

@@ -32,8 +32,9 @@ A **round** (GenAI and OpenInference): a model span and the tool spans
 that start after it and before the next model span, in start order; a
 tool span before any model span is a round of its own. A turn with no
 call (the agent's answer) is not a round, as in the chat importer. The
-calls a model span asked for that no tool span ran take their result from
-a later model span's input messages where those carry it. In a trace
+calls a model span asked for that no tool span ran (matched by call id,
+or by tool name where the tool span has no id) take their result from a
+later model span's input messages where those carry it. In a trace
 whose spans carry our `imprint.*` attributes, rounds are `imprint.round`
 numbers, as in the trace.
 
@@ -371,9 +372,15 @@ def _turns(spans: list[Span], src: Source) -> list[list[Call]]:
         calls = list(ran)
         if model is not None:
             ran_ids = {c.id for c in ran if c.id is not None}
+            unnamed = [c.tool for c in ran if c.id is None]     # tool spans without a call id: matched by tool
             later = [results for m, _ in turns[n + 1:] if m is not None for results in [input_results(m)]]
             for req in requested_calls(model, src):
-                if req.id is not None and req.id in ran_ids or (req.id is None and ran):
+                if req.id is not None and req.id in ran_ids:
+                    continue
+                if req.tool in unnamed:
+                    unnamed.remove(req.tool)
+                    continue
+                if req.id is None and ran:
                     continue
                 answer = next((r[req.id] for r in later if req.id is not None and req.id in r), None)
                 if answer is None and n + 1 == len(turns):
