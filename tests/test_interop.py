@@ -403,6 +403,34 @@ def test_a_broken_otlp_file_names_its_key(case, tmp_path, capsys):
     _fails(["import", str(bad), "--out", str(tmp_path / "out")], bad, key, words, tmp_path / "out", capsys)
 
 
+def _paths(v, here=()):
+    yield here
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _paths(x, here + (k,))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _paths(x, here + (i,))
+
+
+SMALL_OTLP = _mutated(json.loads(OPENINFERENCE.read_text().splitlines()[0]),
+                      lambda d: d["resourceSpans"][0]["scopeSpans"][0].__setitem__(
+                          "spans", d["resourceSpans"][0]["scopeSpans"][0]["spans"][:8]))
+SMALL_PATHS = list(_paths(SMALL_OTLP))
+
+
+@settings(max_examples=150, deadline=None)
+@given(where=st.sampled_from(SMALL_PATHS[1:]),
+       value=st.sampled_from([None, 1, -1, 1.5, True, "x", "", [], {}, [1], {"x": 1}, {"stringValue": 3}]))
+def test_any_broken_node_of_an_otlp_file_is_a_user_error_or_still_reads(where, value):
+    from imprint_core.errors import UserInputError
+    data = _mutated(SMALL_OTLP, _set(where, value))
+    try:
+        otel.import_otel(data, "fuzz.otlp.json")
+    except UserInputError as exc:
+        assert exc.file == "fuzz.otlp.json" and exc.key
+
+
 def test_a_cut_otlp_line_names_its_line(tmp_path, capsys):
     first = GENAI.read_text().splitlines()[0]
     bad = tmp_path / "cut.otlp.jsonl"
@@ -441,6 +469,21 @@ def test_a_broken_trace_exports_nothing_and_keeps_the_old_file(tmp_path, capsys)
     err = capsys.readouterr().err
     assert f"{bad}:4" in err and "lacks a field" in err and err.count("\n") == 1
     assert out.read_text() == "old\n"
+
+
+def test_a_trace_event_of_the_wrong_type_exports_nothing(tmp_path, capsys):
+    good = sorted((REPO / "traces" / "local").glob("*.jsonl"))[0]
+    lines = good.read_text().splitlines()
+    n = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "tool_result")
+    event = json.loads(lines[n])
+    event["round"] = "first"
+    lines[n] = json.dumps(event)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    assert main(["export-otel", str(bad), "-o", str(tmp_path / "x.otlp.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:{n + 1}: tool_result: " in err and "does not fit its type" in err
+    assert not (tmp_path / "x.otlp.jsonl").exists()
 
 
 # ---- export-otel, import, replay: the same stop ------------------------------------------------------

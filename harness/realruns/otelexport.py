@@ -82,9 +82,22 @@ def _event_attrs(e: Event, skip: tuple[str, ...] = ()) -> list[dict]:
 
 
 def trace_spans(trace_path: str | Path) -> dict:
-    """One trace file as one OTLP JSON export request."""
+    """One trace file as one OTLP JSON export request. An event whose fields
+    do not have their types (a round that is not a number) fails naming the
+    file and the event's line and type."""
     p = Path(trace_path)
     trace = read_trace(p)
+    at: list[Event] = [trace.header]
+    try:
+        return _spans(p, trace, at)
+    except (TypeError, ValueError, AttributeError) as exc:
+        # the trace writer writes one event a line after the header, no blank lines
+        n = next((i + 2 for i, e in enumerate(trace.events) if e is at[-1]), 1)
+        raise UserInputError(f"a {at[-1].TYPE!r} event does not fit its type ({exc})", file=str(p), line=n,
+                             key=at[-1].TYPE, expected="a trace written by imprint") from None
+
+
+def _spans(p: Path, trace, at: list[Event]) -> dict:
     trace_id = hashlib.sha256(p.read_bytes()).hexdigest()[:32]
     counter = iter(range(1, 1 << 30))
 
@@ -152,6 +165,7 @@ def trace_spans(trace_path: str | Path) -> dict:
              error if res and res.status == "error" else None)
 
     for e in trace.events:
+        at.append(e)
         if isinstance(e, RequestReserved):
             open_requests[e.id] = e
         elif isinstance(e, RequestSettled):
@@ -169,6 +183,7 @@ def trace_spans(trace_path: str | Path) -> dict:
             root_events.append({"timeUnixNano": clock(e.t), "name": f"imprint.{e.TYPE}",
                                 "attributes": _event_attrs(e)})
     for call in open_tools.values():
+        at.append(call)
         tool_span(None, call)
     last_t = max((e.t or 0.0 for e in trace.events), default=0.0)
     root_attrs = attributes([
