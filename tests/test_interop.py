@@ -195,6 +195,28 @@ def test_a_tool_kinds_file_beside_the_corpus_overrides_the_name_rule(tmp_path):
     assert genai["conv-steady"].rounds[0].calls[0].kind == "read"   # unlisted: the rule's kind
 
 
+def _script(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, FIX / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")   # raised inside inspect_ai by its retry library
+def test_the_fixture_scripts_make_the_committed_runs_again(tmp_path):
+    """The committed files are what the scripts write (ids and times aside)."""
+    pytest.importorskip("inspect_ai")
+    pytest.importorskip("opentelemetry.exporter.otlp.json.file")
+    assert _script("make_otel").main([str(tmp_path / "otel")]) == 0
+    assert _script("make_inspect").main([str(tmp_path / "inspect")]) == 0
+    for committed in (EVAL, GENAI, OPENINFERENCE):
+        fresh = tmp_path / committed.parent.name / committed.name
+        assert sorted(map(_shape, import_file(fresh))) == sorted(map(_shape, import_file(committed))), committed
+        assert sorted(log.labels.get("conversation_id") or log.name for log in import_file(fresh)) == \
+            sorted(log.labels.get("conversation_id") or log.name for log in import_file(committed))
+
+
 # ---- malformed input: exit 2, file and key named, nothing written ----------------------------------
 
 @pytest.fixture(scope="module")
