@@ -69,6 +69,18 @@ def test_the_inspect_log_gives_one_round_log_per_sample_and_epoch_with_its_score
         assert steady.rounds[0].calls[0].args == {"path": "notes/part1.txt"}
 
 
+@pytest.mark.parametrize("value, correct, reward", [
+    ("C", True, 1.0), ("I", False, 0.0), ("P", None, 0.5), ("N", None, 0.0), ("maybe", None, None),
+    (True, True, 1.0), (False, False, 0.0), (0.25, None, 0.25), (3, None, 3.0), ({"acc": 1}, None, None),
+])
+def test_the_first_scorer_gives_correct_and_reward(value, correct, reward):
+    from types import SimpleNamespace
+    scores = {"first": SimpleNamespace(value=value), "second": SimpleNamespace(value="I")}
+    got = inspect_importer._score_labels(scores)
+    assert (got["correct"], got["reward"]) == (correct, reward)
+    assert got["scores"] == {"first": value, "second": "I"}
+
+
 @pytest.mark.parametrize("patience, loop_stop, steady_stop", [
     # loop: round 1 finds something, rounds 2.. repeat it: the counter reaches `patience` at round 1 + patience.
     (9, 10, None), (3, 4, None),
