@@ -12,6 +12,7 @@ from imprint_core.errors import UserInputError
 from ..conventions import EXIT_FAILED, EXIT_OK
 from .console import console
 from .inputs import default_inputs
+from .ruleargs import add_rule_options, rule_of
 
 DEFAULT_CONFIG = "reports/gate.toml"
 
@@ -30,6 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=DEFAULT_CONFIG, help=f"thresholds (default {DEFAULT_CONFIG})")
     p.add_argument("--labels", action="append", metavar="FILE",
                    help="labels file (repeatable; default: the config's inputs.labels)")
+    add_rule_options(p)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(fn=run)
 
@@ -53,6 +55,9 @@ def _config_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.gate import load_config, run_gate
     cfg = load_config(args.config)
+    if args.rule or args.param or args.params:
+        # Judge another rule against the same thresholds and the baseline pinned for the shipped one.
+        cfg.premature_stops["rule"], cfg.premature_stops["rule_params"] = rule_of(args)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
     paths, notes = (args.paths, []) if args.paths else _config_inputs(cfg.inputs)
     conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)

@@ -225,6 +225,9 @@ class LoopSpec(_Strict):
     near_duplicate_threshold: float = Field(0.9, gt=0, le=1)
     final_deadline_sec: NonNeg = 120.0
     system_prompt: str | None = Field(None, description="Replaces the default research system prompt")
+    stop_rule_params: dict[str, Any] = Field(
+        {}, description="Parameters of the stop rule that `settings: {chat.research_stop_rule: NAME}` selects "
+                        "(`imprint rules` lists each rule's), e.g. {threshold: 3} for gemini-cli")
 
 
 StopReasonName = Literal["answered", "time_budget", "token_budget", "no_progress", "context_full", "cancelled"]
