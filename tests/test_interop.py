@@ -178,6 +178,27 @@ def test_the_replay_command_prints_those_stops(capsys):
                           (13, 10), (6, None), (10, 9), (13, 12)])            # otel
 
 
+def test_compare_judges_the_imported_runs_like_any_other(tmp_path, capsys):
+    ids = {log.labels["conversation_id"]: log.labels["trace_id"] for log in import_file(GENAI)}
+    (oi,) = import_file(OPENINFERENCE)
+    labels = tmp_path / "labels.yaml"
+    labels.write_text("format: imprint-labels/1\nruns:\n" + "".join(f"  {name}: {body}\n" for name, body in [
+        ("loop-1", "{loops: [[2, 13]]}"), ("loop-2", "{loops: [[2, 13]]}"),
+        ("steady-1", "{should_not_stop_before: 7}"), ("steady-2", "{should_not_stop_before: 7}"),
+        (ids["conv-loop"], "{loops: [[2, 13]]}"), (ids["conv-steady"], "{should_not_stop_before: 6}"),
+        # useful to its end, but recorded without results: the rule cannot see that, and stops it at 9
+        (ids["conv-blind"], "{should_not_stop_before: 10}"),
+        (oi.labels["trace_id"], "{loops: [[4, 13]]}")]))
+    assert main(["compare", "--corpus", str(FIX), "--labels", str(labels), "--rule", "record[patience=9]",
+                 "--out", str(tmp_path / "cmp"), "--no-disk-cache"]) == 0
+    capsys.readouterr()
+    cells = json.loads((tmp_path / "cmp" / "compare.json").read_text())["cells"]
+    (cell,) = [c for c in cells if c["part"] == "all" and c["corpus"] != "all"]
+    assert (cell["runs"], cell["useful"], cell["premature"], cell["loops"], cell["caught"]) == (8, 4, 1, 4, 4)
+    # stops at 10, 10, 10 and 12: 8 rounds after each loop's start
+    assert sorted(cell["latencies"]) == [8, 8, 8, 8]
+
+
 def test_import_writes_one_folder_per_multi_run_file_and_the_header_keeps_the_note(tmp_path):
     out = tmp_path / "out"
     assert main(["import", str(FIX), "--out", str(out)]) == 0
