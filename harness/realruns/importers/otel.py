@@ -43,6 +43,12 @@ Kind: `imprint.tool.kind`, else the corpus's `tool-kinds.yaml`
 `imprint.tool.status`; else `error` for an ERROR span; else
 `kinds.text_status` of the result.
 
+Not read: the older flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`
+attributes and `traceloop.*` spans (OpenLLMetry), and content kept as span
+events or log records (`gen_ai.choice`, `gen_ai.tool.message`): a trace of
+those gives model spans without calls, so no rounds, unless it also has
+tool spans of one of the dialects above.
+
 **Calls without a result.** The conventions make tool arguments and
 results opt-in, and many producers record neither. Such a call's result
 is not guessed: its text is empty, its status `error` when the span
@@ -81,6 +87,10 @@ HEX_ID = {"traceId": re.compile(r"^[0-9a-fA-F]{32}$"), "spanId": re.compile(r"^[
 ID_EXPECTED = {"traceId": "32 hex digits (OTLP JSON writes ids in hex, not base64)",
                "spanId": "16 hex digits (OTLP JSON writes ids in hex, not base64)",
                "parentSpanId": "16 hex digits or empty"}
+OI_OUTPUT_CALL = re.compile(r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(.+)$")
+"""OpenInference's flattened tool calls of a model span's output (message, call, field)."""
+OI_INPUT_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|tool_call_id|content)$")
+"""OpenInference's flattened input messages (message, field): tool results by call id."""
 SKIPPED_STATUSES = frozenset({"not_executed", "no_result"})
 """Our `imprint.tool.status` values of calls that never ran or never returned:
 not calls of the round log (as `imprint export-rounds` leaves them out)."""
@@ -311,7 +321,7 @@ def requested_calls(sp: Span, src: Source) -> list[Call]:
                 args, _ = parse_arguments(part.get("arguments"), src,
                                           sp.where + ".attributes.gen_ai.output.messages")
                 out.append(Call(_text(part.get("id")), part["name"], args, None, False))
-    flat = re.compile(r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(.+)$")
+    flat = OI_OUTPUT_CALL
     found: dict[tuple[int, int], dict[str, Any]] = {}
     for k, v in sp.attrs.items():
         m = flat.match(k)
@@ -331,7 +341,7 @@ def input_results(sp: Span) -> dict[str, str]:
         for part in (m.get("parts") or []) if isinstance(m, dict) else []:
             if isinstance(part, dict) and part.get("type") == "tool_call_response" and part.get("id") is not None:
                 out[str(part["id"])] = _text(part.get("response")) or ""
-    flat = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|tool_call_id|content)$")
+    flat = OI_INPUT_MESSAGE
     msgs: dict[int, dict[str, Any]] = {}
     for k, v in sp.attrs.items():
         m = flat.match(k)
