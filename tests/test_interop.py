@@ -297,6 +297,17 @@ def _dup_sample(data):
 
 
 MSG = ("samples", 0, "messages")
+
+
+def test_a_result_kept_as_an_attachment_is_read_as_its_text(json_log, tmp_path):
+    """inspect_ai may pool long content as `attachment://<hash>`; the result is the text it stands for."""
+    def attach(data):
+        data["samples"][0]["attachments"] = {"f00d": "pooled text\n" * 20}
+        data["samples"][0]["messages"][2]["content"] = "attachment://f00d"
+    f = tmp_path / "attached.json"
+    f.write_text(json.dumps(_mutated(json_log, attach)))
+    (log,) = import_file(f)
+    assert log.rounds[0].calls[0].result == "pooled text\n" * 20
 INSPECT_JSON_CASES = {
     "role": (_set(MSG + (1, "role"), "robot"), "samples[0].messages[1].role", "'assistant'"),
     "task": (_pop(("eval", "task")), "eval.task", "Field required"),

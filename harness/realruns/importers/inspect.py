@@ -62,7 +62,8 @@ def _read(path: Path, src: Source) -> Any:
     except ImportError:
         src.fail("inspect_ai is not installed", expected=INSTALL_HINT)
     try:
-        return read_eval_log(str(path))
+        # messages with their attachments resolved, without the event stream (the bulk of a log, unused here)
+        return read_eval_log(str(path), resolve_attachments="core", exclude_fields={"events"})
     except FileNotFoundError:
         src.fail("no such file")
     except KeyError as exc:          # a zip archive without the member inspect_ai opens first
