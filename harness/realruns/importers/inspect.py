@@ -21,8 +21,9 @@ not rounds; the rounds a user message preceded are listed in the label
   parse), or it has no result and the sample went on; otherwise
   `kinds.text_status` of the result text. A call the sample ends on with no
   result never ran and is left out.
-- Result: the tool message's text (its text parts joined; images carry
-  none), or for a failed call without text the error's type and message.
+- Result: the tool message's text (its text parts joined, content pooled
+  as `attachment://` resolved; images carry none), or for a failed call
+  without text the error's type and message.
 
 Labels: the task, model, sample id and epoch; each scorer's value under
 `scores`; `correct` (true for inspect_ai's `C`, false for `I`, null for
