@@ -591,6 +591,23 @@ def test_every_committed_trace_survives_export_import_and_replays_to_the_same_st
     assert stops > 0       # some of them do stop: the comparison is not of `never` with `never`
 
 
+def test_every_stop_rule_stops_the_round_tripped_traces_where_it_stops_the_traces(tmp_path):
+    from harness.realruns.rounds import replay_with
+    from imprint_core.stoprules import available, build
+    logs = _round_trip(COMMITTED, tmp_path / "all.otlp.jsonl")
+    rules = [info for info in available() if info.origin == "built-in"]
+    assert len(rules) >= 5
+    stopped = set()
+    for info in rules:
+        for trace, back in zip(COMMITTED, logs):
+            direct = parse_round_log(trace_to_round_log(trace), str(trace))
+            a, b = replay_with(direct, lambda: build(info)), replay_with(back, lambda: build(info))
+            assert (a.stop_round, a.detail) == (b.stop_round, b.detail), (info.name, trace)
+            if a.stop_round is not None:
+                stopped.add(info.name)
+    assert len(stopped) >= 3          # several rules do stop some of them
+
+
 def test_the_export_is_otlp_json_as_opentelemetry_reads_it(tmp_path):
     codec = pytest.importorskip("opentelemetry.proto_json.collector.trace.v1.trace_service")
     out = tmp_path / "x.otlp.jsonl"
