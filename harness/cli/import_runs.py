@@ -14,8 +14,9 @@ PROGRESS_MIN_FILES = 10
 
 HELP = "convert other agents' trajectories into imprint-rounds/1 round logs"
 DESCRIPTION = (f"Convert raw trajectories ({', '.join(FORMATS)}; gzipped or not) into round logs under DIR. "
-               "A folder keeps its layout, each raw suffix replaced by .jsonl; a tau-bench file becomes a folder "
-               "of <task>-<trial>.jsonl. Nothing is written unless every file converts.")
+               "A folder keeps its layout, each raw suffix replaced by .jsonl; a file of many runs becomes a folder: "
+               "a tau-bench file's <task>-<trial>.jsonl, an inspect_ai log's <sample>-<epoch>.jsonl, an OTLP "
+               "file's <trace id>.jsonl. Nothing is written unless every file converts.")
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

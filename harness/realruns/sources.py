@@ -25,6 +25,7 @@ known kind are errors either way (`UserInputError`: file, line, key).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
@@ -38,6 +39,9 @@ from .rounds import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, tr
 
 KINDS = ("trace", "roundlog", "raw")
 EXPECTED = f"{TRACE_FORMAT}, {ROUNDS_FORMAT}, or a trajectory ({', '.join(FORMATS)})"
+OTLP_LINE = re.compile(rb'^\s*\{\s*"resourceSpans"\s*:')
+"""How an OTLP JSON export line starts: such a line can run to megabytes,
+past what is read of a first line, and is a raw trajectory all the same."""
 COMPANIONS = ("summary.json", "index.jsonl")
 """Files that sit beside runs without being runs: `imprint run`'s summary
 beside its traces, mini-swe-agent's outcome index beside its trajectories
@@ -88,6 +92,8 @@ def classify(path: Path, *, named: bool) -> str | None:
         header = json.loads(first.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         header = None
+        if OTLP_LINE.match(first):      # an OTLP export line longer than the part read
+            return "raw"
     if isinstance(header, dict):
         fmt = header.get("format")
         if fmt == TRACE_FORMAT and header.get("type") == "header":

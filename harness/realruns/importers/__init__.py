@@ -1,10 +1,13 @@
 """Importers: other agents' raw trajectories as `imprint-rounds/1` round logs.
 
-Formats (`FORMATS`): `mini-swe-agent`, `who-and-when` (Magentic-One and AG2),
-`tau-bench`, and the generic `openai-chat` message list. The mapping's
-decisions live where they are applied, one documented constant or function
-each: what a call is and what its result counts as in `kinds`; what a round
-is in each format's module (`chat`, `minisweagent`, `whoandwhen`).
+Formats (`FORMATS`): `inspect` (inspect_ai eval logs), `otel` (OTLP JSON
+traces, GenAI conventions or OpenInference), `mini-swe-agent`,
+`who-and-when` (Magentic-One and AG2), `tau-bench`, and the generic
+`openai-chat` message list. The mapping's decisions live where they are
+applied, one documented constant or function each: what a call is and what
+its result counts as in `kinds` (and a corpus's overrides in `toolkinds`);
+what a round is in each format's module (`chat`, `inspect`, `otel`,
+`minisweagent`, `whoandwhen`).
 
     detect_format(path) -> str
     import_file(path, fmt=None) -> list[RoundLog]          # one per trajectory

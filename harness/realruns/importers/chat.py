@@ -31,6 +31,7 @@ class ChatCall:
     args_ok: bool              # the arguments were a JSON object (or absent)
     key: str                   # where the call is, for messages
     result: str | None = None  # None: the log holds no result for it
+    failed: bool = False       # the log says the call failed (inspect_ai's tool error)
 
 
 @dataclass
@@ -162,7 +163,7 @@ def chat_rounds(turns: list[ChatTurn],
     A call without a result is an error when the run went on after it (the
     agent saw it fail) and is left out when the log ends on it (it never ran,
     like a call not executed at a deadline); a call whose arguments were not
-    a JSON object is an error."""
+    a JSON object, or that the log marks as failed, is an error."""
     rounds: list[Round] = []
     user_before: list[int] = []
     user = False
@@ -173,7 +174,7 @@ def chat_rounds(turns: list[ChatTurn],
             if c.result is None and not t.later:
                 continue
             result = c.result or ""
-            status = ERROR if c.result is None or not c.args_ok else status_of(result)
+            status = ERROR if c.result is None or not c.args_ok or c.failed else status_of(result)
             calls.append(RoundCall(c.name, c.args, classify(c.name, c.args), status, result))
         if calls:
             rounds.append(Round(len(rounds) + 1, calls))

@@ -15,17 +15,22 @@ from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog, atomic_write_text
 from imprint_core.errors import UserInputError
 
 from .chat import import_openai_chat, import_tau_bench
+from .inspect import import_inspect
 from .minisweagent import import_mini_swe_agent
-from .source import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, Source, load, output_stem, raw_suffix
+from .otel import import_otel
+from .source import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
+    raw_suffix
 from .whoandwhen import import_who_and_when
 
 CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
+    "inspect": import_inspect,
+    "otel": import_otel,
     "mini-swe-agent": import_mini_swe_agent,
     "who-and-when": import_who_and_when,
     "tau-bench": import_tau_bench,
     "openai-chat": import_openai_chat,
 }
-MULTI_RUN_FORMATS = frozenset({"tau-bench"})
+MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel"})
 """Formats whose one file holds many runs: `OUT/<file stem>/<run>.jsonl`."""
 
 Progress = Callable[[int, int, str], None]
@@ -34,11 +39,21 @@ Progress = Callable[[int, int, str], None]
 def detect(data: Any) -> str | None:
     """The format of parsed data, by shape (None: none of them):
 
+    - a zip archive (`source.Archive`), or an object with an `eval` object and
+      `samples`, `status` or `version`: inspect (an inspect_ai log);
+    - an object with `resourceSpans`, or a list of them (JSON lines): otel (OTLP JSON);
     - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
     - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
     - a list of objects with `task_id` and `traj`: tau-bench;
     - a list of objects with `role`, or an object with `messages`: openai-chat.
     """
+    if isinstance(data, Archive):
+        return "inspect"
+    if isinstance(data, dict) and OTLP_KEY in data:
+        return "otel"
+    if isinstance(data, dict) and isinstance(data.get("eval"), dict) \
+            and any(k in data for k in ("samples", "status", "version")):
+        return "inspect"
     if isinstance(data, dict):
         tf = data.get("trajectory_format")
         if (isinstance(tf, str) and tf.startswith("mini-swe-agent")) or ("messages" in data and "info" in data):
@@ -49,6 +64,8 @@ def detect(data: Any) -> str | None:
             return "openai-chat"
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict):
+        if OTLP_KEY in data[0]:
+            return "otel"
         if "task_id" in data[0] and "traj" in data[0]:
             return "tau-bench"
         if "role" in data[0]:
@@ -57,6 +74,8 @@ def detect(data: Any) -> str | None:
 
 
 def _describe(data: Any) -> str:
+    if isinstance(data, Archive):
+        return "a zip archive"
     if isinstance(data, dict):
         keys = ", ".join(sorted(map(str, data))[:8]) or "none"
         return f"a JSON object with keys {keys}"
@@ -131,7 +150,9 @@ def raw_files(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
 def output_paths(rel: Path, fmt: str, logs: list[RoundLog]) -> list[Path]:
     """Where a file's logs go, relative to the output folder: the raw suffix
     replaced by `.jsonl` (`run/x.traj.json.gz` -> `run/x.jsonl`), or for a
-    file of many runs a folder named after it (`gpt-4o-airline/8-1.jsonl`)."""
+    file of many runs a folder named after it (`gpt-4o-airline/8-1.jsonl`,
+    an inspect_ai log's `research/loop-1.jsonl`, an OTLP file's
+    `spans/<trace id>.jsonl`)."""
     stem = output_stem(rel.name)
     if fmt in MULTI_RUN_FORMATS:
         return [rel.parent / stem / log.name for log in logs]

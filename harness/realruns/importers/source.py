@@ -1,7 +1,11 @@
 """Reading a raw trajectory file, and the one error every importer raises.
 
 A raw file is JSON (or JSON lines when its name ends in `.jsonl`), plain or
-gzip-compressed (recognised by its magic bytes, not its name). Every problem
+gzip-compressed (recognised by its magic bytes, not its name). A JSON file
+of several lines, each an OTLP export (`resourceSpans`), is JSON lines
+whatever its name: OpenTelemetry's file exporters write one export a line.
+A zip archive, or a file named `.eval`, is not parsed here: it is an
+`Archive`, which only inspect_ai's reader opens. Every problem
 becomes a `UserInputError` that names the file, the line (where the text has
 one) or the key path (`messages[4].tool_calls[0].function.name`), and the
 formats that can be imported, so the CLI prints one line and no traceback.
@@ -15,10 +19,10 @@ from typing import Any, NoReturn
 
 from imprint_core.errors import UserInputError
 
-FORMATS = ("mini-swe-agent", "who-and-when", "tau-bench", "openai-chat")
+FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat")
 """The importable formats, in the order detection tries them."""
 
-FOLDER_SUFFIXES = (".traj.json.gz", ".traj.json", ".json.gz", ".json")
+FOLDER_SUFFIXES = (".traj.json.gz", ".otlp.jsonl", ".otlp.json", ".traj.json", ".json.gz", ".json", ".eval")
 """Raw suffixes a folder walk picks up (longest first, so `.traj.json.gz`
 wins over `.json.gz`); the output name replaces the suffix by `.jsonl`."""
 
@@ -28,6 +32,13 @@ files are read only when named: a folder walk would otherwise take
 `index.jsonl` (mini-swe-agent's outcome index) for a trajectory."""
 
 GZIP_MAGIC = b"\x1f\x8b"
+ZIP_MAGIC = b"PK\x03\x04"
+"""A zip archive's first bytes: an inspect_ai `.eval` log, whatever its name."""
+ARCHIVE_SUFFIXES = (".eval",)
+"""Names read as an archive even when their bytes are not a zip (so that
+inspect_ai's reader, not the JSON parser, says what is wrong with them)."""
+OTLP_KEY = "resourceSpans"
+"""The top-level key of an OTLP JSON export request."""
 CHUNK = 1 << 16
 
 
@@ -77,6 +88,16 @@ class Source:
         return value
 
 
+class Archive:
+    """A zip archive (an inspect_ai `.eval` log), handed to its importer unread."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"Archive({str(self.path)!r})"
+
+
 def _line_at(data: bytes, offset: int | None = None) -> int:
     return data.count(b"\n", 0, len(data) if offset is None else offset) + 1
 
@@ -105,14 +126,19 @@ def _gunzip(raw: bytes, src: Source) -> bytes:
     return bytes(out)
 
 
-def read_text(path: str | Path, src: Source) -> str:
-    """The file's text: gunzipped when it starts with the gzip magic bytes, UTF-8 (a BOM is dropped)."""
+def _read_bytes(path: str | Path, src: Source) -> bytes:
     try:
-        raw = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except IsADirectoryError:
         src.fail("is a directory, not a file")
     except OSError as exc:
         src.fail(f"cannot read: {exc.strerror}")
+
+
+def read_text(path: str | Path, src: Source, raw: bytes | None = None) -> str:
+    """The file's text: gunzipped when it starts with the gzip magic bytes, UTF-8 (a BOM is dropped)."""
+    if raw is None:
+        raw = _read_bytes(path, src)
     if raw.startswith(GZIP_MAGIC):
         raw = _gunzip(raw, src)
     try:
@@ -132,10 +158,13 @@ def load(path: str | Path, src: Source | None = None) -> Any:
     """Parse a raw file: JSON, or JSON lines (a list of the lines' values) when
     the name ends in `.jsonl` or `.jsonl.gz`."""
     src = src or Source(path)
-    text = read_text(path, src)
+    raw = _read_bytes(path, src)
+    if raw.startswith(ZIP_MAGIC) or Path(path).name.lower().endswith(ARCHIVE_SUFFIXES):
+        return Archive(path)
+    text = read_text(path, src, raw)
     if not text.strip():
         src.fail("empty file", line=1)
-    if raw_suffix(Path(path).name) in (".jsonl", ".jsonl.gz"):
+    if Path(path).name.lower().endswith((".jsonl", ".jsonl.gz")) or _otlp_lines(text):
         values = []
         for no, line in enumerate(text.splitlines(), start=1):
             if line.strip():
@@ -148,3 +177,14 @@ def load(path: str | Path, src: Source | None = None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         _json_error(exc, text, src)
+
+
+def _otlp_lines(text: str) -> bool:
+    """Whether the text is several lines whose first is a whole OTLP export object."""
+    first, _, rest = text.lstrip().partition("\n")
+    if not rest.strip() or not first.startswith("{") or OTLP_KEY not in first:
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
