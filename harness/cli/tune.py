@@ -69,6 +69,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="tune another stop rule's parameters instead (a name from `imprint rules` or FILE.py:FACTORY): "
                         "--grid then names its parameters, e.g. --rule gemini-cli --grid threshold=2,3,4,5; "
                         "--patience does not apply")
+    p.add_argument("--apply", action="store_true",
+                   help="write the recommended patience and novelty fields where the shipped defaults live "
+                        "(imprint_core/settings.py, imprint_core/novelty/rule.py in the checkout of the current "
+                        "folder) and print the diff to commit; the gate reads the same defaults")
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     p.set_defaults(fn=run)
 
@@ -181,11 +185,31 @@ def run(args: argparse.Namespace) -> int:
         command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
         step("writing the results")
         written = write_outputs(t, Path(args.out), command, timing)
+    if args.apply:
+        _apply(t, other_rule)
     if args.json:
         print(json.dumps(recommendation(t, command), indent=2, default=str))
         return EXIT_OK
     _print(t, timing, written)
     return EXIT_OK
+
+
+def _apply(t, other_rule: bool) -> None:
+    from .shipped import apply
+    best = t.scores.settings[t.best]
+    if other_rule:
+        raise UserInputError("--apply writes the record's rule's defaults; for another rule set "
+                             "chat.research_stop_rule and its parameters", key="--apply",
+                             expected="imprint tune --apply without --rule")
+    if not t.feasible:
+        raise UserInputError("no setting meets the premature-stop limits: nothing applied", key="--apply")
+    if best.shipped:
+        print("--apply: the recommendation is the shipped setting; nothing to change", file=sys.stderr)
+        return
+    diff = apply(best.patience, best.changed)
+    print(diff, end="", file=sys.stderr)
+    print("--apply: wrote the recommended setting; review the diff, run `make test`, then commit it with "
+          "reports/tune/ (re-measure the gate's loop-recall baselines in the same commit)", file=sys.stderr)
 
 
 def _print(t, timing: str, written: list[Path]) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from imprint_core.errors import SettingsError, UserInputError
-from imprint_core.novelty import NORMALIZATIONS
+from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.novelty.rule import FINGERPRINT_UNITS, NEAR_DUPLICATE
 from imprint_core.settings import IGNORED_KEYS, SPECS, validate
 
@@ -215,19 +215,22 @@ class CancelSpec(_Strict):
         return self
 
 
+_SHIPPED = NoveltyConfig()   # the novelty defaults live in one place, imprint_core/novelty/rule.py
+
+
 class LoopSpec(_Strict):
     research_max_output_tokens: int = Field(256, ge=1)
     section_workers: bool = False
     max_retries: int = Field(2, ge=0)
     normalization: Literal["none", "basic", "default", "logs", "ocr", "all"] = Field(
-        "default", description="none, basic, or a profile of volatile-token masks")
-    shingle_words: int = Field(5, ge=1, le=32)
-    containment_threshold: float = Field(0.8, gt=0, le=1)
-    min_new_shingles: int = Field(3, ge=1)
-    min_new_share: float = Field(0.0, ge=0, le=1)
-    fingerprint_unit: Literal["paragraph", "line"] = "paragraph"
-    near_duplicate: Literal["off", "jaccard", "containment"] = "off"
-    near_duplicate_threshold: float = Field(0.9, gt=0, le=1)
+        _SHIPPED.normalization, description="none, basic, or a profile of volatile-token masks")
+    shingle_words: int = Field(_SHIPPED.shingle_words, ge=1, le=32)
+    containment_threshold: float = Field(_SHIPPED.containment_threshold, gt=0, le=1)
+    min_new_shingles: int = Field(_SHIPPED.min_new_shingles, ge=1)
+    min_new_share: float = Field(_SHIPPED.min_new_share, ge=0, le=1)
+    fingerprint_unit: Literal["paragraph", "line"] = _SHIPPED.fingerprint_unit
+    near_duplicate: Literal["off", "jaccard", "containment"] = _SHIPPED.near_duplicate
+    near_duplicate_threshold: float = Field(_SHIPPED.near_duplicate_threshold, gt=0, le=1)
     final_deadline_sec: NonNeg = 120.0
     system_prompt: str | None = Field(None, description="Replaces the default research system prompt")
     stop_rule_params: dict[str, Any] = Field(
