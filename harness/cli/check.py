@@ -11,7 +11,7 @@ from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_FAILED, EXIT_OK
 from .console import console
-from .inputs import default_inputs
+from .inputs import default_inputs, incomplete_runs
 
 DEFAULT_CONFIG = "reports/gate.toml"
 
@@ -38,7 +38,8 @@ def _config_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
     """The config's [inputs]: the default traces plus the configured round
     logs, with a note for each round-log path that is absent."""
     paths = default_inputs(inputs["traces"], inputs["latest_run"], inputs["runs_dir"])
-    notes = []
+    notes = [f"incomplete run {p} (interrupted before its summary.json); skipped"
+             for p in (incomplete_runs(inputs["runs_dir"]) if inputs["latest_run"] else [])]
     for rl in inputs["round_logs"]:
         if Path(rl).exists():
             paths.append(Path(rl))

@@ -7,7 +7,7 @@ import sys
 from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK
-from .inputs import default_inputs
+from .inputs import default_inputs, incomplete_runs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     paths = args.paths
     if not paths:
         paths = default_inputs(["traces"], True, "traces/runs")
+        for p in incomplete_runs("traces/runs"):
+            print(f"note: incomplete run {p} (interrupted before its summary.json); skipped", file=sys.stderr)
         if not paths:
             raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
     frames = load_frames(paths)

@@ -86,7 +86,7 @@ def classify(path: Path, *, named: bool) -> str | None:
     first = _first_line(path)
     try:
         header = json.loads(first.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         header = None
     if isinstance(header, dict):
         fmt = header.get("format")
