@@ -46,3 +46,19 @@ def test_no_overrun_under_reserve_or_without_reconciliation():
         row = token_overrun_row(frame(ledger, "b"))
         assert row["value"] == 0 and row["passed"] and ledger.totals.overruns == 0
     assert token_overrun_row(pd.DataFrame(columns=["run", "role", "reserved", "charged"]))["value"] == 0
+
+
+def test_the_report_names_every_overrun_of_a_recorded_session(tmp_path):
+    """Session 51 was recorded when a reconciled charge could pass its
+    reservation unnoticed (a negative refund): the report's section names it."""
+    from pathlib import Path
+
+    from harness.analysis.frames import load_frames
+    from harness.analysis.report import build_sections
+    root = Path(__file__).resolve().parent.parent / "traces" / "cassettes" / "llamacpp"
+    frames = load_frames([root / "51-remote-llamacpp-research-nostream.trace.jsonl",
+                          root / "50-remote-llamacpp-research-stream.trace.jsonl"])
+    (section,) = [s for s in build_sections(frames, tmp_path) if s.title == "Token charges past the reservation"]
+    (_, table), = section.tables
+    assert table["tokens_over"].tolist() == [25] and table["run"].str.contains("51-remote").all()
+    assert token_overrun_row(frames.requests)["value"] == 1
