@@ -43,6 +43,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
 	$(BIN)/python benchmarks/bench_peers.py
+	$(BIN)/python benchmarks/bench_rules.py
 	$(BIN)/python benchmarks/summary.py
 
 # Re-record the local model's traces under traces/local/ (committed).
@@ -66,8 +67,8 @@ setup-browser:
 	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
-# The report from the committed traces (traces/) and the newest run under traces/runs/,
-# into $(RUN_REPORT) (ignored by git).
+# The report from the gate's inputs (the committed traces, the newest run under
+# traces/runs/, the labelled corpora beside the repository), into $(RUN_REPORT) (ignored by git).
 report: setup
 	$(BIN)/imprint report --out $(RUN_REPORT)
 

@@ -85,6 +85,15 @@ def rows() -> list[tuple[str, str, str, str]]:
                     f"({pc['speedup']}×)", "(measured)", "-"))
     if peers:
         out += peer_rows(peers)
+    rules = _load("rules.json")
+    if rules:
+        sw, pr = rules["sweep"], rules["per_round"]
+        out.append((f"imprint compare: {len(sw['rules'])} rules × {sw['runs']} labelled runs (CPU)",
+                    f"{sw['compare']['cpu_s']} s", f"tune's default sweep: {sw['tune_default_sweep']['cpu_s']} s",
+                    f"{sw['compare_over_tune_cpu']}×"))
+        ratio = pr["over_record"]["repeat-aware"]
+        out.append(("candidate rule (repeat-aware) per round, against the record's rule",
+                    f"{ratio}× ({pr['ms_per_round']['repeat-aware']} ms)", "≤ 2×", "met" if ratio <= 2 else "missed"))
     return out
 
 

@@ -101,6 +101,7 @@ class RunStart(Event):
     # it resolved to, whether it is exact and whether usage settles the ledger
     # (`Counting.describe()`); None in traces written before it.
     counting: dict[str, Any] | None = None
+    stop_rule: str | None = None   # `chat.research_stop_rule`; None in traces written before it
 
 
 @_event("tool_call")
@@ -139,16 +140,23 @@ class EmptyReply(Event):
 
 @_event("round_end")
 class RoundEnd(Event):
+    """A round's end as the stop rule saw it. The novelty figures, patience
+    and per-call verdicts are the record's rule's (None under another rule);
+    `verdicts` maps a call id to its novelty verdict (older traces carry it
+    on the `tool_result` line instead)."""
     round: int
     kind: str                   # read | write | ask | error
-    progress: bool
-    new_paragraphs: int
-    new_shingles: int
-    patience_counter: int
-    patience: int
-    reserved: int
-    charged: int
-    deadline: float | None
+    progress: bool | None = None
+    new_paragraphs: int | None = None
+    new_shingles: int | None = None
+    patience_counter: int | None = None
+    patience: int | None = None
+    reserved: int = 0
+    charged: int = 0
+    deadline: float | None = None
+    rule: str = "record"
+    rule_notes: dict | None = None
+    verdicts: dict | None = None
 
 
 @_event("budget_exhausted")
@@ -317,3 +325,16 @@ def event_from_line(data: dict[str, Any]) -> Event:
     if cls is None:
         raise LookupError(f"unknown event type {data.get('type')!r}")
     return cls.from_line(data)
+
+
+def call_verdicts(events) -> dict[str, dict]:
+    """Each judged call's novelty verdict by call id: from `round_end`'s
+    `verdicts`, or from the `tool_result` line in traces written before the
+    stop-rule interface judged rounds as a whole."""
+    out: dict[str, dict] = {}
+    for e in events:
+        if isinstance(e, ToolResultRecorded) and e.novelty:
+            out[str(e.call_id)] = e.novelty
+        elif isinstance(e, RoundEnd) and e.verdicts:
+            out.update((str(k), v) for k, v in e.verdicts.items())
+    return out

@@ -18,10 +18,11 @@ from .errors import ImprintError
 from .events import (Answer, CountFallback, EmptyReply, RoundEnd, RunEnd, RunStart, Stopped, ToolCallStarted,
                      ToolResultRecorded)
 from .final import Evidence, FinalPlan, final_answer
-from .novelty import NoveltyConfig, NoveltyTracker, PatienceRule
+from .novelty import NoveltyConfig
 from .requests import ModelCaller
 from .rounds import RoundKind, classify_round
 from .settings import ResearchSettings
+from .stoprules import CallView, RoundView, build as build_rule
 from .tools import FunctionTool, ToolExecutor
 from .trace import TraceWriter
 from .types import (CancelToken, Clock, FinalMode, Message, Provider, StopReason, Tool, ToolCall, ToolOutput,
@@ -47,6 +48,10 @@ class LoopConfig:
     max_workers: int = 4
     novelty: NoveltyConfig = field(default_factory=NoveltyConfig)
     system_prompt: str = DEFAULT_SYSTEM
+    # Parameters of the stop rule that `chat.research_stop_rule` names; the
+    # record's rule takes its patience and novelty config from the settings
+    # and `novelty` above unless they are given here.
+    stop_rule_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,14 +99,12 @@ class ResearchLoop:
         self.caller = ModelCaller(provider, ledger=self.ledger, time=self.time, clock=clock, cancel=self.cancel,
                                   trace=self.trace, max_retries=self.config.max_retries,
                                   retry_backoff_sec=self.config.retry_backoff_sec, counting=self.counting)
-        self.novelty = NoveltyTracker(self.config.novelty)
-        self.patience = PatienceRule(settings.research_no_progress_rounds)
+        self.stop_rule = build_rule(settings.research_stop_rule, self._rule_params(), key="stop_rule_params")
         tools = list(tools)
         if self.config.section_workers:
             tools.append(FunctionTool(WORKER_TOOL, self._run_workers, blocking=True))
         self.tools = tools
         self.tool_specs = [t.spec for t in tools]
-        self._judged: list[tuple] = []
         self._worker_stop: tuple[StopReason, str] | None = None
         self._fanouts: dict[int, int] = {}
         self.evidence: list[Evidence] = []
@@ -109,6 +112,19 @@ class ResearchLoop:
         self.question = ""
         self.round = 0
         self._ran = False
+
+    def _rule_params(self) -> dict[str, Any]:
+        """The rule's parameters: the loop config's, and the settings' patience for
+        any rule that has one (the record's, and rules built on it); the record's
+        rule also takes the loop's novelty config."""
+        from .stoprules import resolve
+        params = dict(self.config.stop_rule_params)
+        info = resolve(self.settings.research_stop_rule)
+        if "patience" in info.params:
+            params.setdefault("patience", self.settings.research_no_progress_rounds)
+        if "novelty" in info.params:
+            params.setdefault("novelty", self.config.novelty)
+        return params
 
     # -- the loop -----------------------------------------------------------------
     def run(self, question: str) -> ResearchResult:
@@ -125,6 +141,7 @@ class ResearchLoop:
                                   counting=self.counting.describe(),
                                   context_window=self.provider.context_window, deadline=self.time.deadline,
                                   normalization=self.config.novelty.normalization,
+                                  stop_rule=self.stop_rule.name or self.settings.research_stop_rule,
                                   tools=[s.to_dict() | {"kind": s.kind} for s in self.tool_specs]))
         if self.counting.note:
             self.trace.write(CountFallback(role="setup", context_id="", wanted=self.counting.mode,
@@ -151,20 +168,21 @@ class ResearchLoop:
                 # without new evidence, never an empty answer.
                 if reply.error is None:
                     self.trace.write(EmptyReply(round=self.round, chars=len(reply.text)))
-                stop, detail = self._end_round("error", progress=False, new=(0, 0))
+                stop, detail = self._end_round(RoundView(self.round, "error"), [])
                 continue
             calls = _distinct_ids(reply.calls, self.round)
             messages.append(Message("assistant", reply.text, tool_calls=tuple(calls)))
             results = executor.run_batch(calls, self.round)
             messages.extend(Message("tool", r.text, tool_call_id=r.call_id, name=r.name) for r in results)
-            stop, detail = self._close_round(results)
+            stop, detail = self._close_round(calls, results)
         return self._finish(stop, detail, answer, messages)
 
-    def _close_round(self, results: list[ToolResult]) -> tuple[StopReason | None, str]:
-        novelty = self.novelty.commit_round(self._judged)
-        self._judged = []
-        kind, progress = classify_round(((r.kind, r.status) for r in results), novelty_progress=novelty.progress)
-        stop, detail = self._end_round(kind, progress=progress, new=(novelty.new_paragraphs, novelty.new_shingles))
+    def _close_round(self, calls: list[ToolCall], results: list[ToolResult]) -> tuple[StopReason | None, str]:
+        by_id = {c.id: c for c in calls}
+        views = [CallView(r.name, dict(by_id[r.call_id].arguments) if r.call_id in by_id else {}, r.kind, r.status,
+                          r.text, r.segments) for r in results]
+        kind, _ = classify_round(((r.kind, r.status) for r in results), novelty_progress=False)
+        stop, detail = self._end_round(RoundView(self.round, kind, tuple(views)), [r.call_id for r in results])
         if self.cancel.cancelled:
             return StopReason.CANCELLED, "cancelled during the tool batch"
         if self.time.expired():
@@ -173,35 +191,35 @@ class ResearchLoop:
             return self._worker_stop
         return stop, detail
 
-    def _end_round(self, kind: RoundKind, *, progress: bool, new: tuple[int, int]) -> tuple[StopReason | None, str]:
-        exhausted = self.patience.update(write=kind == "write", progress=progress)
-        self.trace.write(RoundEnd(round=self.round, kind=kind, progress=progress, new_paragraphs=new[0],
-                                  new_shingles=new[1], patience_counter=self.patience.counter,
-                                  patience=self.patience.patience, reserved=self.ledger.totals.reserved,
-                                  charged=self.ledger.totals.charged, deadline=self.time.deadline))
-        if exhausted:
-            return StopReason.NO_PROGRESS, f"{self.patience.patience} consecutive rounds without new evidence"
+    def _end_round(self, view: RoundView, call_ids: list[str]) -> tuple[StopReason | None, str]:
+        """The stop rule observes the round; its notes go beside it in the trace."""
+        why = self.stop_rule.observe(view)
+        notes = self.stop_rule.notes()
+        verdicts = notes.get("verdicts") or {}
+        self.trace.write(RoundEnd(
+            round=self.round, kind=view.kind, progress=notes.get("progress"),
+            new_paragraphs=notes.get("new_paragraphs"), new_shingles=notes.get("new_shingles"),
+            patience_counter=notes.get("patience_counter"), patience=notes.get("patience"),
+            reserved=self.ledger.totals.reserved, charged=self.ledger.totals.charged, deadline=self.time.deadline,
+            rule=self.stop_rule.name, rule_notes={k: v for k, v in notes.items() if k not in _ROUND_END_NOTES},
+            verdicts={call_ids[i]: v.to_dict() for i, v in verdicts.items()} if verdicts else None))
+        if why:
+            return StopReason.NO_PROGRESS, why if self.stop_rule.name == "record" else f"{self.stop_rule.name}: {why}"
         return None, ""
 
     def _record_result(self, call: ToolCall, round_no: int, result: ToolResult) -> None:
-        verdict = None
-        # Evidence is what a successful read returned: a write's echo or a
-        # user's answer is never fingerprinted (an answer counts as progress
-        # by itself, amendment 0159).
-        if result.status != "not_executed" and result.kind == "read":
-            judged = self.novelty.judge(result.status, result.text, result.segments, call.arguments)
-            self._judged.append(judged)
-            verdict = judged[0]
         if result.kind == "write" and result.status != "not_executed":
             self.writes.append(result)
         if result.status == "ok" and result.kind == "read":
             self.evidence.append(Evidence(round_no, call.name, call.arguments, result.text))
+        # Written as the result arrives, so an executed write is on file even
+        # if the process dies mid-batch; the stop rule's verdict on it follows
+        # in the round's `round_end`.
         self.trace.write(ToolResultRecorded(
             round=round_no, call_id=call.id, tool=call.name, kind=result.kind, status=result.status,
             chars=len(result.text), after_deadline=result.after_deadline, started=result.started_at,
             finished=result.finished_at, arguments=call.arguments, text=result.text,
-            segments=list(result.segments) if result.segments is not None else None,
-            novelty=verdict.to_dict() if verdict else None))
+            segments=list(result.segments) if result.segments is not None else None, novelty=None))
 
     # -- section workers -------------------------------------------------------------
     def _run_workers(self, arguments: dict[str, Any], ctx) -> ToolOutput:
@@ -276,6 +294,10 @@ class ResearchLoop:
                                 refunded=result.refunded, writes=len(self.writes), evidence=len(self.evidence),
                                 paused=self.time.paused_total))
         return result
+
+
+# RoundEnd's own fields; whatever else a rule notes goes into `rule_notes`.
+_ROUND_END_NOTES = frozenset({"progress", "new_paragraphs", "new_shingles", "patience_counter", "patience", "verdicts"})
 
 
 def _distinct_ids(calls: list[ToolCall], round_no: int) -> list[ToolCall]:

@@ -36,6 +36,8 @@ class SettingSpec:
     def bounds(self) -> str:
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.type is str:
+            return "a name or FILE.py:FACTORY (`imprint rules`)"
         return f"{self.min}–{self.max} {self.unit}".strip()
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,8 +71,16 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
                 "tokenizer, exact. auto: tokenizer where the provider has one, else calibrated, else byte, "
                 "with a trace event saying which it fell back to.",
                 choices=("byte", "calibrated", "tokenizer", "auto")),
+    # Which stop rule ends research for lack of progress (imprint_core.stoprules).
+    # The record's rule is the default; the others are the baselines it is
+    # judged against, or a user's own (FILE.py:FACTORY, MODULE:FACTORY).
+    SettingSpec("chat.research_stop_rule", str, "", "record", None, None,
+                "The stop rule that ends research for lack of progress: a built-in (record, round-cap, "
+                "identical-batch, openhands, gemini-cli, result-aware-repeat, any), an entry point of "
+                "imprint.stop_rules, FILE.py:FACTORY or MODULE:FACTORY (`imprint rules` lists them). Time and "
+                "token budgets hold under every rule."),
 )}
-NUMERIC_KEYS: tuple[str, ...] = tuple(k for k, s in SPECS.items() if not s.choices)
+NUMERIC_KEYS: tuple[str, ...] = tuple(k for k, s in SPECS.items() if s.type is int)
 
 # Read from old config files and left in them untouched, never applied.
 IGNORED_KEYS = frozenset({"chat.max_tool_iters"})
@@ -97,6 +107,11 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
             raise SettingsError(f"{value!r} is not a valid choice", file=source, line=line, key=key,
                                 expected=spec.bounds())
         return text
+    if spec.type is str:    # free text, checked where it is used (a stop rule is resolved when a loop is built)
+        if not isinstance(value, str) or not value.strip():
+            raise SettingsError(f"{value!r} is not a non-empty text", file=source, line=line, key=key,
+                                expected=spec.description.split(":")[0].lower() + ": a name or FILE.py:FACTORY")
+        return value.strip()
     parsed: int | None = None
     if isinstance(value, bool):
         parsed = None
@@ -127,6 +142,7 @@ class ResearchSettings:
     research_no_progress_rounds: int = SPECS["chat.research_no_progress_rounds"].default
     max_tokens: int = SPECS["chat.max_tokens"].default
     token_counting: str = SPECS["chat.token_counting"].default
+    research_stop_rule: str = SPECS["chat.research_stop_rule"].default
 
     def __post_init__(self) -> None:
         # Built in code or from a file, a run never sees a value out of bounds

@@ -173,3 +173,12 @@ def round_log(path: Path, rounds: list[list[dict]], labels: dict | None = None) 
 def fact(n: int) -> str:
     """A distinct sentence per n (its 5-word windows all hold n)."""
     return f"Fact {n} says item {n} weighs {n}0 kg in crate {n} of shipment {n} for depot {n}."
+
+
+def gate_toml(patience: int, labels: list[str] | None = None) -> str:
+    """A small gate config: the stop rule at `patience`, the stub excluded
+    from condition 2, no overrun allowed; with `labels`, [inputs] naming them."""
+    inputs = ("[inputs]\ntraces = [\"traces\"]\nlatest_run = false\nround_logs = []\n"
+              f"labels = {json.dumps(labels)}\n\n") if labels is not None else ""
+    return (inputs + f"[premature_stops]\npatience = {patience}\nmax_premature = 0\n\n"
+            "[divergence]\nmin_requests = 3\nexclude = [\"stub\"]\n\n[overruns]\nmax_count = 0\nmax_overrun_sec = 5.0\n")

@@ -8,6 +8,7 @@ Nothing here sleeps: time is a VirtualClock.
 """
 from __future__ import annotations
 
+from imprint_core.events import call_verdicts
 import dataclasses
 import re
 
@@ -557,7 +558,7 @@ def test_round_end_reports_the_round_its_novelty_and_the_budget_so_far():
     results = run.events("tool_result")
     assert [e.round for e in ends] == [1, 2]
     assert [e.patience for e in ends] == [5, 5]
-    first = results[0].novelty
+    first = call_verdicts(run.log.events)[results[0].call_id]
     assert (ends[0].new_paragraphs, ends[0].new_shingles) == (first["new_paragraphs"], first["new_shingles"])
     assert ends[0].new_paragraphs == 1 < ends[0].new_shingles and (ends[1].new_paragraphs, ends[1].new_shingles) == (0, 0)
     for end, upto in zip(ends, (1, 2)):
@@ -605,7 +606,8 @@ def test_tool_result_trace_describes_the_call_and_its_result():
     assert (res.started, res.finished) == (5, 7)
     assert res.segments == list(segs)
     # each segment is judged as its own unit of evidence
-    assert res.novelty["paragraphs"] == 3 and res.novelty["new_paragraphs"] == 3
+    verdict = call_verdicts(run.log.events)[res.call_id]
+    assert verdict["paragraphs"] == 3 and verdict["new_paragraphs"] == 3
 
 
 def test_results_not_executed_are_never_judged():

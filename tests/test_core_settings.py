@@ -24,6 +24,7 @@ ENV = {
     "chat.research_no_progress_rounds": "IMPRINT_CHAT_RESEARCH_NO_PROGRESS_ROUNDS",
     "chat.max_tokens": "IMPRINT_CHAT_MAX_TOKENS",
     "chat.token_counting": "IMPRINT_CHAT_TOKEN_COUNTING",
+    "chat.research_stop_rule": "IMPRINT_CHAT_RESEARCH_STOP_RULE",
 }
 
 LEGACY_FILE = """\
@@ -48,7 +49,7 @@ def make(tmp_path: Path, text: str | None = None, env: dict | None = None) -> Se
     return Settings(path, environ=env or {})
 
 
-def test_four_keys_with_spec_defaults_and_metadata(tmp_path):
+def test_every_key_with_spec_defaults_and_metadata(tmp_path):
     s = make(tmp_path)
     listed = {d["key"]: d for d in s.list()}
     assert set(listed) == set(ENV)
@@ -193,7 +194,7 @@ def test_legacy_env_variable_ignored(tmp_path):
     for value in ("3", "not a number", "-1"):
         s = make(tmp_path, LEGACY_FILE, env={"IMPRINT_CHAT_MAX_TOOL_ITERS": value})
         assert s.resolve() == ResearchSettings(research_timeout_sec=60)
-        assert len(s.list()) == len(SPECS) == 5
+        assert len(s.list()) == len(SPECS) == 6
     assert ResearchSettings.from_mapping({"chat.max_tool_iters": 3}) == ResearchSettings()
     assert s.resolve({"chat.max_tool_iters": 1}) == ResearchSettings(research_timeout_sec=60)
 
@@ -278,3 +279,14 @@ def test_token_counting_is_a_choice_documented_in_the_list(tmp_path):
     assert env.get("chat.token_counting") == "calibrated"
     with pytest.raises(SettingsError):
         ResearchSettings(token_counting="bytes")
+
+
+def test_the_stop_rule_setting_defaults_to_the_record_and_takes_any_rule_spec(tmp_path):
+    s = make(tmp_path, env={"IMPRINT_CHAT_RESEARCH_STOP_RULE": "gemini-cli"})
+    assert SPECS["chat.research_stop_rule"].default == "record"
+    assert s.get("chat.research_stop_rule") == "gemini-cli"
+    assert s.set("chat.research_stop_rule", " rules/mine.py:make ") == "rules/mine.py:make"
+    for bad in ("", "   ", 3):
+        with pytest.raises(SettingsError) as info:
+            validate("chat.research_stop_rule", bad)
+        assert info.value.key == "chat.research_stop_rule"

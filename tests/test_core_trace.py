@@ -2,6 +2,7 @@
 tolerant and strict reading, a writer that holds nothing."""
 from __future__ import annotations
 
+from imprint_core.events import call_verdicts
 import dataclasses
 import io
 import json
@@ -75,7 +76,7 @@ def test_a_real_run_traces_whole_lines_with_required_fields(tmp_path):
     rounds = tr.of_type(RoundEnd)
     assert [e.progress for e in rounds] == [True, True]
     result = tr.of_type("tool_result")[0]
-    assert result.status == "ok" and result.novelty["new_paragraphs"] == 1
+    assert result.status == "ok" and call_verdicts(tr.events)[result.call_id]["new_paragraphs"] == 1
 
 
 _plain = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(max_size=20))

@@ -210,7 +210,8 @@ def test_condition_1_judges_every_source_and_its_loop_recall(setup, capsys) -> N
                      "  loop: {loops: [3, 4]}\n")
     cfg = setup["tmp"] / "c.toml"
     cfg.write_text(CONFIG.replace("patience = 4\n", 'patience = 3\nstrict = ["strict"]\nmax_premature_share = 0.5\n'
-                                                    "min_loop_recall = 0.8\nloop_slack = 0\n"))
+                                                    "loop_recall_goal = 0.8\nloop_slack = 0\n")
+                   + "\n[loop_recall_baseline]\nother = {recall = 1.0, caught = 1, loops = 1, commit = 'abc1234'}\n")
     code, out = _check([str(logs), "--config", str(cfg), "--labels", str(strict), "--labels", str(other)], capsys)
     c1 = out["conditions"][0]
     rows = {r["subject"]: r for r in c1["rows"]}
@@ -220,7 +221,8 @@ def test_condition_1_judges_every_source_and_its_loop_recall(setup, capsys) -> N
     assert rows["strict: premature stops"]["threshold"] == "≤ 0 (strict)" and not rows["strict: premature stops"]["passed"]
     # patience 3 stops the loop at round 5: one round past it, and the slack is 0
     assert rows["other: loop recall"]["figure"] == "0 of 1 loops caught (0%)"
-    assert rows["other: loop recall"]["threshold"] == "≥ 80%" and not rows["other: loop recall"]["passed"]
+    assert rows["other: loop recall"]["threshold"] == "≥ baseline 100% (1/1, abc1234); goal ≥ 80%, not gated"
+    assert not rows["other: loop recall"]["passed"]
     assert code == 1 and not c1["passed"]
     assert any("other: logs/loop: loop(s) 3-4 not caught (replayed stop: round 5)" in d for d in c1["details"])
     # a slack of one round catches it; the human-readable form names the corpus and its figures
@@ -253,6 +255,68 @@ def test_the_gate_replays_with_any_novelty_field(setup, capsys) -> None:
 def test_committed_config_judges_every_labelled_corpus() -> None:
     cfg = load_config(ROOT / "reports" / "gate.toml")
     ps = cfg.premature_stops
-    assert (ps["max_premature_share"], ps["min_loop_recall"]) == (0.10, 0.8) and "tau-bench" in ps["strict"]
+    assert (ps["max_premature_share"], ps["loop_recall_goal"]) == (0.10, 0.8) and "tau-bench" in ps["strict"]
+    # the replay settings are the shipped defaults, read from the settings, not restated
+    assert (ps["patience"], ps["rule"]) == (SPECS["chat.research_no_progress_rounds"].default, "record")
+    assert not cfg.warnings
+    assert set(cfg.loop_recall_baseline) >= {"tau-bench", "mini-swe-agent", "who-and-when"}
     assert {Path(f).name for f in cfg.inputs["labels"]} >= {"labels-tau-bench.yaml", "labels-mini-swe-agent.yaml",
                                                               "labels-who-and-when.yaml"}
+
+
+def _logs(tmp: Path) -> Path:
+    logs = tmp / "logs"
+    round_log(logs / "fine.jsonl", [[{"result": fact(n)}] for n in range(10, 16)])
+    round_log(logs / "loop.jsonl", [[{"result": fact(5)}], [{"result": fact(6)}]] + [[{"result": fact(5)}]] * 8)
+    return logs
+
+
+def test_loop_recall_gates_only_against_its_pinned_baseline(setup, capsys) -> None:
+    """The goal is shown and never gates; a recall below the pinned baseline
+    fails, one at it holds; no baseline: shown, not gated."""
+    logs, other = _logs(setup["tmp"]), setup["tmp"] / "labels-other.yaml"
+    other.write_text("runs:\n  fine: {should_not_stop_before: 6}\n  loop: {loops: [3, 4]}\n")
+    cfg = setup["tmp"] / "b.toml"
+    for baseline, ok in ((None, True), (0.0, True), (1.0, False)):
+        table = "" if baseline is None else f"\n[loop_recall_baseline]\nother = {{recall = {baseline}}}\n"
+        cfg.write_text(CONFIG.replace("patience = 4\n", "patience = 3\nloop_slack = 0\n") + table)
+        _, out = _check([str(logs), "--config", str(cfg), "--labels", str(other)], capsys)
+        row = {r["subject"]: r for r in out["conditions"][0]["rows"]}["other: loop recall"]
+        assert row["value"] == 0.0 and row["goal"] == 0.8 and row["goal_met"] is False
+        assert row["passed"] is ok, (baseline, row)
+        assert ("no baseline pinned" in row["threshold"]) is (baseline is None)
+
+
+def test_a_pinned_replay_setting_that_differs_from_the_shipped_default_warns() -> None:
+    shipped = SPECS["chat.research_no_progress_rounds"].default
+    cfg = parse_config("[premature_stops]\npatience = 4\nrule = 'gemini-cli'\n", "g.toml")
+    assert len(cfg.warnings) == 2 and "g.toml:2: premature_stops.patience = 4" in cfg.warnings[0]
+    assert "chat.research_stop_rule" in cfg.warnings[1]
+    assert not parse_config(f"[premature_stops]\npatience = {shipped}\n", "g.toml").warnings
+    for text, where in [("[loop_recall_baseline]\nx = 3\n", ":2: loop_recall_baseline.x"),
+                        ("[loop_recall_baseline]\nx = {recall = 2.0}\n", ":2: loop_recall_baseline.x.recall"),
+                        ("[loop_recall_baseline]\nx = {caught = 1}\n", ":2: loop_recall_baseline.x.recall"),
+                        ("[loop_recall_baseline.x]\nrecall = 0.5\nwho = 1\n", ":3: loop_recall_baseline.x.who")]:
+        with pytest.raises(UserInputError) as err:
+            parse_config(text, "gate.toml")
+        assert err.value.describe().startswith("gate.toml" + where), err.value.describe()
+
+
+def test_check_judges_another_rule_with_rule_and_param(setup, capsys) -> None:
+    logs, other = _logs(setup["tmp"]), setup["tmp"] / "labels-other.yaml"
+    other.write_text("runs:\n  fine: {should_not_stop_before: 6}\n")
+    code, out = _check([str(logs), "--config", str(setup["cfg"]), "--labels", str(other), "--rule", "round-cap",
+                        "--param", "max_rounds=2"], capsys)
+    assert code == 1 and "rule round-cap, max_rounds=2" in out["conditions"][0]["details"][-1]
+    assert out["conditions"][0]["rows"][0]["figure"].startswith("1 of 1 useful runs")
+    assert main(["check", str(logs), "--config", str(setup["cfg"]), "--labels", str(other), "--rule", "round-cap",
+                 "--param", "max_round=2", "--json"]) == 2
+
+
+def test_a_baseline_pinned_on_other_labels_says_to_re_measure(setup, capsys) -> None:
+    logs, other = _logs(setup["tmp"]), setup["tmp"] / "labels-other.yaml"
+    other.write_text("runs:\n  loop: {loops: [3, 4]}\n")
+    cfg = setup["tmp"] / "m.toml"
+    cfg.write_text(CONFIG + "\n[loop_recall_baseline]\nother = {recall = 0.0, caught = 0, loops = 3}\n")
+    _, out = _check([str(logs), "--config", str(cfg), "--labels", str(other)], capsys)
+    assert any("3 labelled loops then, 1 now" in d for d in out["conditions"][0]["details"])

@@ -207,8 +207,7 @@ def test_concurrent_regress_adds_lose_no_label(labels_repo):
 
 # ---- what the gate and the report read -------------------------------------------------------------------------
 def test_the_newest_run_is_the_newest_complete_one_and_incomplete_ones_are_named(tmp_path):
-    from harness.cli.check import _config_inputs
-    from harness.cli.inputs import default_inputs, incomplete_runs, latest_run_dir
+    from harness.cli.inputs import default_inputs, gate_inputs, incomplete_runs, latest_run_dir
     from imprint_core.files import STAGING, clean_stale
     runs = tmp_path / "runs"
     done, old_crash = runs / "20260101-000000-aaaa", runs / "20260301-000000-cccc"
@@ -219,7 +218,7 @@ def test_the_newest_run_is_the_newest_complete_one_and_incomplete_ones_are_named
     (done / "summary.json").write_text("{}\n")
     assert latest_run_dir(runs) == done
     assert incomplete_runs(runs) == sorted([crash, old_crash])
-    paths, notes = _config_inputs({"traces": [], "latest_run": True, "runs_dir": str(runs), "round_logs": []})
+    paths, notes = gate_inputs({"traces": [], "latest_run": True, "runs_dir": str(runs), "round_logs": []})
     assert paths == [done] and len(notes) == 2 and all("incomplete run" in n for n in notes)
     assert default_inputs([], True, str(runs)) == [done]
     assert clean_stale(runs) == [crash] and not crash.exists() and old_crash.exists()

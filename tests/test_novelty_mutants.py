@@ -8,6 +8,7 @@ Nothing here sleeps: time is a VirtualClock.
 """
 from __future__ import annotations
 
+from imprint_core.events import call_verdicts
 import dataclasses
 import random
 import re
@@ -90,7 +91,8 @@ def test_a_repeated_tool_error_is_marked_in_the_trace():
             Turn(tool_calls=[call("search", q="other words entirely", n=3)]), "done"]
     run = make_run(plan, [tool], st=settings(research_no_progress_rounds=10), config=LoopConfig(novelty=RULE))
     run.run()
-    novelty = [e.novelty for e in run.events("tool_result")]
+    verdicts = call_verdicts(run.log.events)
+    novelty = [verdicts.get(e.call_id) for e in run.events("tool_result")]
     assert all(n is not None and n["new_paragraphs"] == 0 for n in novelty)
     first, again, other = novelty
     assert isinstance(first["error_signature"], str) and first["error_signature"]
@@ -103,7 +105,8 @@ def test_a_successful_read_carries_no_error_fields_in_the_trace():
     run = make_run([Turn(tool_calls=[call("search", q="a")]), "done"], [read_tool()], config=LoopConfig(novelty=RULE))
     run.run()
     (res,) = run.events("tool_result")
-    assert set(res.novelty) == {"paragraphs", "new_paragraphs", "new_shingles"}
+    assert res.novelty is None   # the verdict is the round's, on round_end
+    assert set(call_verdicts(run.log.events)[res.call_id]) == {"paragraphs", "new_paragraphs", "new_shingles"}
 
 
 def test_a_near_duplicate_is_marked_in_the_trace():
@@ -117,7 +120,8 @@ def test_a_near_duplicate_is_marked_in_the_trace():
                    [read_tool(responder=lambda args: texts[args["q"]])], config=cfg,
                    st=settings(research_no_progress_rounds=10))
     run.run()
-    first, second = (e.novelty for e in run.events("tool_result"))
+    verdicts = call_verdicts(run.log.events)
+    first, second = (verdicts[e.call_id] for e in run.events("tool_result"))
     assert "near_duplicate" not in first
     assert second["near_duplicate"] is True and second["new_paragraphs"] == 0
     assert "error_signature" not in second and "repeated_error" not in second

@@ -254,9 +254,8 @@ def test_list_highlights_a_changed_verdict(repo: Path, capsys) -> None:
 def test_tune_takes_the_regressions_as_a_corpus_always_tuned_on(repo: Path, monkeypatch, capsys) -> None:
     from harness.analysis.sweep import load_corpora
     from harness.analysis.tune import Split, tune
-    from harness.cli import tune as tune_cli
+    from harness.cli import corpora as tune_cli
     from harness.realruns.noveltyfields import SHIPPED
-    monkeypatch.setattr(tune_cli, "REPO_ROOT", repo)
     labels = repo / "scenarios" / "labels" / "regressions.yaml"
     labels.parent.mkdir(parents=True)
     labels.write_text(HEADER)
@@ -274,6 +273,51 @@ def test_tune_takes_the_regressions_as_a_corpus_always_tuned_on(repo: Path, monk
     assert t.scores.settings[t.best].patience in (8, 9) and t.feasible and t.figures(t.best, None).premature == 0
     from harness.cli.tune import DEFAULT_STRICT
     assert "regressions" in DEFAULT_STRICT
+
+
+def test_tune_in_a_second_clone_sees_the_regression_stored_there(repo: Path, capsys) -> None:
+    """A checkout other than the one the package is installed from (the cwd
+    here): `regress add` stores into it, so tune's default corpora and its
+    output folder must be its own too, not the installed checkout's."""
+    labels = repo / "scenarios" / "labels" / "regressions.yaml"
+    labels.parent.mkdir(parents=True)
+    labels.write_text(HEADER)
+    assert main(["regress", "add", str(stalled(repo)), "--useful-until", "8", "--config", "gate.toml"]) == 0
+    capsys.readouterr()
+    assert main(["tune", "--patience", "4,8", "--jobs", "1", "--no-disk-cache", "--json"]) == 0
+    captured = capsys.readouterr()
+    rec = json.loads(captured.out)
+    assert rec["runs"] == 1 and {r["corpus"] for r in rec["figures"]} == {"regressions", "overall"}
+    assert rec["setting"]["patience"] in (8, 9)          # the clone's regression decides: 4 stops it early
+    beside = (repo / "../shared/data/roundlogs/tau-bench-airline").resolve()     # looked beside the clone
+    assert f"default corpus {beside} not found; skipped" in captured.err
+    assert (repo / "reports" / "tune" / "recommendation.json").exists()
+
+
+def test_faults_writes_its_report_into_the_current_folder(repo: Path, capsys) -> None:
+    from harness.conventions import REPO_ROOT
+    before = sorted((REPO_ROOT / "traces").rglob("*"))
+    assert main(["faults", "--providers", "stub"]) == 0
+    assert "32 of 32 cells hold" in capsys.readouterr().out
+    assert (repo / "reports" / "faults.md").read_text().startswith("# Fault matrix")
+    assert sorted((REPO_ROOT / "traces").rglob("*")) == before    # no scratch trace left in the installed checkout
+
+
+def test_a_second_clone_replays_and_records_its_own_cassettes(repo: Path) -> None:
+    from harness.scenarios.model import parse_scenario
+    from harness.scenarios.providers import cassette_path
+    text = ("name: r\nquestion: q\nprovider: {kind: remote, server: llamacpp}\n"
+            "tools: [{name: search, default: {text: t}}]\n")
+    clone = repo / "clone"
+    (clone / "scenarios").mkdir(parents=True)
+    (clone / "scenarios" / "50-r.yaml").write_text(text)
+    scn = parse_scenario(text, str(clone / "scenarios" / "50-r.yaml"))
+    assert cassette_path(scn) == clone.resolve() / "traces" / "cassettes" / "llamacpp" / "50-r.yaml"
+    pinned = parse_scenario(text.replace("server: llamacpp}", "server: llamacpp, cassette: traces/c.yaml}"),
+                            str(clone / "scenarios" / "50-r.yaml"))
+    assert cassette_path(pinned) == clone.resolve() / "traces" / "c.yaml"
+    elsewhere = parse_scenario(text, str(repo / "mine" / "r.yaml"))      # not in a scenarios/ folder: the cwd's
+    assert cassette_path(elsewhere) == repo / "traces" / "cassettes" / "llamacpp" / "r.yaml"
 
 
 # ---- invariants ----------------------------------------------------------------------------------------------------

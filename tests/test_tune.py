@@ -136,10 +136,23 @@ def test_shipped_label_files_load() -> None:
     assert scen.runs["past-12-rounds"].should_not_stop_before == 30
     real = load_labels([ROOT / "scenarios" / "labels" / f"labels-{n}.yaml" for n in ("mini-swe-agent", "who-and-when")])
     msa = [l for l in real.runs.values() if l.name.startswith("deepseek_")]
-    assert sum(l.useful for l in msa) == 47 and sum(len(l.loops) for l in msa) == 10
+    assert sum(l.useful for l in msa) == 47 and sum(len(l.loops) for l in msa) == 12
     assert not any(l.useful for l in real.runs.values() if l not in msa)
-    assert sum(len(l.loops) for l in real.runs.values()) == 30
+    assert sum(len(l.loops) for l in real.runs.values()) == 21
     assert all(len(l.periods) == len(l.loops) for l in real.runs.values())
+
+
+def test_every_real_loop_label_meets_the_loop_definition() -> None:
+    """scenarios/labels/README.md: three rounds, or two full periods, that
+    bring nothing new; a single repetition is a repeat, labelled apart."""
+    files = [ROOT / "scenarios" / "labels" / f"labels-{n}.yaml"
+             for n in ("mini-swe-agent", "who-and-when", "tau-bench", "webruns")]
+    labels = load_labels(files)
+    for lab in labels.runs.values():
+        for (a, b), period in zip(lab.loops, lab.periods or (None,) * len(lab.loops)):
+            length = b - a + 1
+            assert length >= 3 or period is not None and length >= 2 * period, (lab.name, a, b, period)
+    assert sum(len(l.repeats) for l in labels.runs.values()) >= 12
 
 
 
@@ -568,10 +581,10 @@ def test_tune_and_the_gate_agree_on_the_shipped_setting(tmp_path: Path, capsys) 
     p0 = SPECS["chat.research_no_progress_rounds"].default
     t = tune(runs, [NoveltyConfig()], [p0], jobs=1, cache=ProgressCache(None))
     f = t.figures(t.shipped, None)
-    assert (f.useful, f.loops) == (80, 11)
+    assert (f.useful, f.loops) == (80, 10)
     cfg = tmp_path / "gate.toml"
     cfg.write_text(f'[premature_stops]\npatience = {p0}\nstrict = ["tau-bench"]\n')
     main(["check", str(TAU), "--config", str(cfg), "--labels", str(TAU_LABELS), "--json"])
     rows = {r["subject"]: r for r in json.loads(capsys.readouterr().out)["conditions"][0]["rows"]}
     assert rows["tau-bench: premature stops"]["figure"].startswith(f"{f.premature} of 80 ")
-    assert rows["tau-bench: loop recall"]["figure"].startswith(f"{f.caught} of 11 ")
+    assert rows["tau-bench: loop recall"]["figure"].startswith(f"{f.caught} of {f.loops} ")

@@ -15,7 +15,8 @@ downstream works on the four tables of `Frames`:
                totals, deadline overshoot.
 
 Round logs (`imprint-rounds/1`, and raw trajectories converted to them)
-carry no model, budgets or novelty; they are replayed here through the same novelty tracker and patience rule, with each
+carry no model, budgets or novelty; they are replayed here through a stop rule (the record's novelty and
+patience rule unless another is named), the same code the loop runs, with each
 user turn (`labels.user_turn_before_round`) starting a new reply, as it does
 in the loop: a user message is a new reply with its own budgets and
 patience.
@@ -31,12 +32,13 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from imprint_core.errors import UserInputError
-from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule
+from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.events import (Answer, BudgetExhausted, FinalSettled, RequestSettled, RoundEnd, RunEnd, RunStart,
-                                 Stopped, ToolCallStarted, ToolResultRecorded)
+                                 Stopped, ToolCallStarted, ToolResultRecorded, call_verdicts)
 from imprint_core.trace import E, Trace, read_trace
 
-from ..realruns.rounds import PATIENCE, USER_TURNS, RoundLog, read_round_log, replies
+from ..realruns.rounds import (PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log, record_factory,
+                               replay_rule)
 from ..realruns.sources import find_inputs, read_raw
 
 REQUEST_COLUMNS = [
@@ -59,7 +61,7 @@ RUN_COLUMNS = [
     "stop_round", "final_mode", "rounds", "requests", "reserved", "charged", "refunded", "final_requests",
     "final_estimated", "final_measured_prompt", "writes", "evidence", "paused", "deadline", "stop_t", "end_t",
     "overshoot", "budget_requested", "tool_overruns", "max_tool_overrun", "complete", "warnings", "labels",
-    "reward", "t0"]
+    "reward", "t0", "stop_rule"]
 
 
 @dataclass
@@ -178,6 +180,7 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
             return None
         return deadline0 + sum(w for f, w in pauses if t is None or f <= t + 1e-9)
 
+    verdicts = call_verdicts(trace.events)
     round_errors: dict[int, int] = {}
     round_calls: dict[int, int] = {}
     round_writes: dict[int, int] = {}
@@ -202,7 +205,7 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
                 **{f"est_{m}": _num((r.estimates or {}).get(m)) for m in ("byte", "calibrated", "tokenizer")}})
         elif isinstance(e, ToolResultRecorded):
             rnd = int(e.round or 0)
-            nov = e.novelty or {}
+            nov = verdicts.get(str(e.call_id)) or {}
             status = e.status
             started, finished = _num(e.started), _num(e.finished)
             dl = deadline_at(finished)
@@ -242,7 +245,8 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
     for e in trace.of_type(RoundEnd):
         rnd = int(e.round or 0)
         acc["rounds"].append(base | {
-            "source": "trace", "reply": 1, "round": rnd, "kind": e.kind, "progress": bool(e.progress),
+            "source": "trace", "reply": 1, "round": rnd, "kind": e.kind,
+            "progress": bool(e.progress) if e.progress is not None else None,
             "new_paragraphs": e.new_paragraphs, "new_shingles": e.new_shingles,
             "patience_counter": e.patience_counter, "patience": e.patience,
             "calls": round_calls.get(rnd, 0), "errors": round_errors.get(rnd, 0) + (1 if e.kind == "error" else 0),
@@ -282,7 +286,8 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
         "budget_requested": _num(exhausted.requested) if exhausted else None,
         "t0": _num(start.t) if start else None, "tool_overruns": len(overruns),
         "max_tool_overrun": max(overruns) if overruns else None, "complete": end is not None,
-        "warnings": len(trace.warnings), "labels": {}, "reward": None})
+        "warnings": len(trace.warnings), "labels": {}, "reward": None,
+        "stop_rule": (start.stop_rule if start else None) or settings.get("chat.research_stop_rule") or "record"})
 
 
 def _first(trace: Trace, cls: type[E]) -> E | None:
@@ -291,86 +296,78 @@ def _first(trace: Trace, cls: type[E]) -> E | None:
 
 
 # ---- round logs -----------------------------------------------------------------------------------
-def _load_roundlog(log: RoundLog, rid: str, acc: dict[str, list[dict]], *, patience: int, cfg: NoveltyConfig,
-                   user_turns: str) -> None:
+def _load_roundlog(log: RoundLog, rid: str, acc: dict[str, list[dict]], *, factory: RuleFactory, rule: str,
+                   normalization: str, user_turns: str) -> None:
     path = Path(log.path)
-    normalization = cfg.normalization
     name = path.stem
     source = log.source
     base = {"run": rid, "name": name, "scenario": None, "provider": None, "provider_kind": None}
-    stop_round = None
-    for reply_no, reply in enumerate(replies(log, user_turns), start=1):
-        tracker = NoveltyTracker(cfg)
-        rule = PatienceRule(patience)
-        for rnd in reply.rounds:
-            number = rnd.number
-            judged = []
-            for i, c in enumerate(rnd.calls):
-                # as in the loop and rounds.round_progress: only reads are evidence
-                j = tracker.judge(c.status, c.result, c.segments) if c.kind == "read" else None
-                v = j[0] if j is not None else None
-                if j is not None:
-                    judged.append(j)
-                if v is None:
-                    verdict = "not_evidence"
-                elif c.status == "error":
-                    verdict = "repeated_error" if v.repeated_error else "error"
-                elif c.status == "empty" or not v.paragraphs:
-                    verdict = "empty"
-                else:
-                    verdict = "new" if v.new_paragraphs else "repeat"
-                acc["tool_calls"].append(base | {
-                    "source": "roundlog", "reply": reply_no, "round": number, "index": i, "call_id": f"{number}.{i}",
-                    "tool": c.tool, "kind": c.kind, "status": c.status, "blocking": None, "verdict": verdict,
-                    "paragraphs": v.paragraphs if v else None, "new_paragraphs": v.new_paragraphs if v else None,
-                    "new_shingles": v.new_shingles if v else None,
-                    "repeated_error": v.repeated_error if v and c.status == "error" else None, "started": None,
-                    "finished": None, "duration": None, "deadline": None, "after_deadline": False, "overrun": None,
-                    "arguments": c.args, "text": c.result, "segments": c.segments})
-            nov = tracker.commit_round(judged)
-            kinds = {c.kind for c in rnd.calls}
-            asked = any(c.kind == "ask" and c.status == "ok" for c in rnd.calls)
-            kind = "write" if "write" in kinds else "ask" if "ask" in kinds else "read"
-            progress = nov.progress or asked
-            stopped = stop_round is None and rule.update(write=kind == "write", progress=progress)
-            if stopped:
-                stop_round = number
-            acc["rounds"].append(base | {
-                "source": "roundlog", "reply": reply_no, "round": number, "kind": kind, "progress": progress,
-                "new_paragraphs": nov.new_paragraphs, "new_shingles": nov.new_shingles,
-                "patience_counter": rule.counter, "patience": patience, "calls": len(rnd.calls),
-                "errors": sum(c.status == "error" for c in rnd.calls), "writes": sum(c.kind == "write" for c in rnd.calls),
-                "reserved": None, "charged": None, "t": None, "deadline": None,
-                "stop": "no_progress" if stopped else None})
+    # The same replay the tuner, compare and `imprint replay` use: one rule,
+    # reset at each reply, seeing each round as the loop would.
+    replayed = replay_rule(log, factory, user_turns)
+    stop_round = replayed.stop_round
+    patience = None
+    for reply_no, view, notes in replayed.rounds:
+        number = view.index
+        verdicts = notes.get("verdicts") or {}
+        for i, c in enumerate(view.calls):
+            v = verdicts.get(i)
+            if v is None:
+                verdict = "not_evidence" if c.kind != "read" else None
+            elif c.status == "error":
+                verdict = "repeated_error" if v.repeated_error else "error"
+            elif c.status == "empty" or not v.paragraphs:
+                verdict = "empty"
+            else:
+                verdict = "new" if v.new_paragraphs else "repeat"
+            acc["tool_calls"].append(base | {
+                "source": "roundlog", "reply": reply_no, "round": number, "index": i, "call_id": f"{number}.{i}",
+                "tool": c.tool, "kind": c.kind, "status": c.status, "blocking": None, "verdict": verdict,
+                "paragraphs": v.paragraphs if v else None, "new_paragraphs": v.new_paragraphs if v else None,
+                "new_shingles": v.new_shingles if v else None,
+                "repeated_error": v.repeated_error if v and c.status == "error" else None, "started": None,
+                "finished": None, "duration": None, "deadline": None, "after_deadline": False, "overrun": None,
+                "arguments": c.args, "text": c.result, "segments": list(c.segments) if c.segments is not None else None})
+        patience = notes.get("patience", patience)
+        acc["rounds"].append(base | {
+            "source": "roundlog", "reply": reply_no, "round": number, "kind": view.kind,
+            "progress": notes.get("progress"), "new_paragraphs": notes.get("new_paragraphs"),
+            "new_shingles": notes.get("new_shingles"), "patience_counter": notes.get("patience_counter"),
+            "patience": notes.get("patience"), "calls": len(view.calls),
+            "errors": sum(c.status == "error" for c in view.calls), "writes": sum(c.kind == "write" for c in view.calls),
+            "reserved": None, "charged": None, "t": None, "deadline": None,
+            "stop": "no_progress" if number == stop_round else None})
     reward = _num(log.labels.get("reward"))
     acc["runs"].append(base | {
         "path": str(path), "source": "roundlog", "scenario_file": None, "policy": None,
-        "normalization": normalization, "patience": patience, "timeout": None, "token_budget": None,
-        "question": None, "stop_reason": "no_progress" if stop_round else None,
-        "stop_detail": f"replayed: {patience} rounds without new evidence" if stop_round else None,
+        "normalization": normalization if rule == "record" else None, "patience": patience, "timeout": None,
+        "token_budget": None, "question": None, "stop_reason": "no_progress" if stop_round else None,
+        "stop_detail": f"replayed: {replayed.reason}" if stop_round else None,
         "stop_round": stop_round, "final_mode": None, "rounds": len(log.rounds), "requests": None,
         "reserved": None, "charged": None, "refunded": None, "final_requests": 0, "final_estimated": None,
         "final_measured_prompt": None, "writes": sum(c.kind == "write" for r in log.rounds for c in r.calls),
         "evidence": None, "paused": None, "deadline": None, "stop_t": None, "end_t": None, "overshoot": None,
         "budget_requested": None, "t0": None, "tool_overruns": 0, "max_tool_overrun": None, "complete": True, "warnings": 0,
-        "labels": dict(log.labels) | {"source": source}, "reward": reward})
+        "labels": dict(log.labels) | {"source": source}, "reward": reward, "stop_rule": rule})
 
 
 # ---- the loader ---------------------------------------------------------------------------------------
 def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PATIENCE.default,
                 normalization: str = "default", user_turns: str = "reset",
-                novelty: NoveltyConfig | None = None) -> Frames:
+                novelty: NoveltyConfig | None = None, rule: str = "record",
+                rule_params: dict[str, Any] | None = None) -> Frames:
     """Load traces, round logs and raw trajectories of other agents (files,
     or directories searched recursively; raw ones converted in memory, see
     `realruns.sources`) into DataFrames.
 
-    `patience`, `normalization` (or a whole `novelty` config, which wins)
-    and `user_turns` only apply to round logs and raw trajectories, which are
-    replayed through the stop rule; traces carry their own decisions. Raises
-    UserInputError (file, line, key) for a malformed file."""
+    Round logs and raw trajectories are replayed through a stop rule: the
+    record's (`patience`, and `normalization` or a whole `novelty` config,
+    which wins) unless `rule` names another (with `rule_params`); each user
+    turn starts a new reply (`user_turns`). Traces carry their own
+    decisions. Raises UserInputError (file, line, key) for a malformed file."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    cfg = _replay_config(normalization, user_turns, novelty)
+    factory, norm = _replay_rule(normalization, user_turns, novelty, patience, rule, rule_params)
     found, warnings = find_inputs(paths)
     files = [(f, kind) for f, kind, _ in found]
     named = {f for f, _, n in found if n}
@@ -391,23 +388,26 @@ def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PAT
             if skipped:
                 warnings.append(skipped)
             for log in logs:
-                _load_roundlog(log, ids.make(Path(log.path), None), acc, patience=patience, cfg=cfg,
-                               user_turns=user_turns)
+                _load_roundlog(log, ids.make(Path(log.path), None), acc, factory=factory, rule=rule,
+                               normalization=norm, user_turns=user_turns)
     return _frames(acc, [str(p) for p, _ in files], warnings)
 
 
 def replay_frames(logs: Sequence[RoundLog], *, patience: int = PATIENCE.default, user_turns: str = "reset",
-                  novelty: NoveltyConfig | None = None) -> Frames:
+                  novelty: NoveltyConfig | None = None, rule: str = "record",
+                  rule_params: dict[str, Any] | None = None) -> Frames:
     """Round logs already in memory (each named by its `path`, which need not
     exist), replayed exactly as `load_frames` replays the files it reads."""
-    cfg = _replay_config("default", user_turns, novelty)
+    factory, norm = _replay_rule("default", user_turns, novelty, patience, rule, rule_params)
     acc, ids = _tables(), _RunIds()
     for log in logs:
-        _load_roundlog(log, ids.make(Path(log.path), None), acc, patience=patience, cfg=cfg, user_turns=user_turns)
+        _load_roundlog(log, ids.make(Path(log.path), None), acc, factory=factory, rule=rule, normalization=norm,
+                       user_turns=user_turns)
     return _frames(acc, [log.path for log in logs], [])
 
 
-def _replay_config(normalization: str, user_turns: str, novelty: NoveltyConfig | None) -> NoveltyConfig:
+def _replay_rule(normalization: str, user_turns: str, novelty: NoveltyConfig | None, patience: int, rule: str,
+                 rule_params: dict[str, Any] | None) -> tuple[RuleFactory, str]:
     if novelty is not None:
         normalization = novelty.normalization
     if normalization not in NORMALIZATIONS:
@@ -416,7 +416,13 @@ def _replay_config(normalization: str, user_turns: str, novelty: NoveltyConfig |
     if user_turns not in USER_TURNS:
         raise UserInputError(f"unknown user-turn handling {user_turns!r}", key="user_turns",
                              expected="one of " + ", ".join(USER_TURNS))
-    return novelty or NoveltyConfig(normalization=normalization)
+    if rule == "record" and not rule_params:
+        return record_factory(patience, novelty or NoveltyConfig(normalization=normalization)), normalization
+    from imprint_core.stoprules import build, resolve
+    info = resolve(rule)
+    params = dict(rule_params or {})
+    build(info, params)   # a mistake in the rule or its parameters is reported once, before any file is read
+    return (lambda: build(info, params)), normalization
 
 
 def _tables() -> dict[str, list[dict]]:

@@ -31,6 +31,7 @@ import pandas as pd
 
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS
+from imprint_core.settings import SPECS
 
 from ..realruns.labels import (LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels,
                                read_user_file)
@@ -58,7 +59,10 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "max_premature_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
         "strict": (list, None, "a list of corpus names (labels files without `labels-` and `.yaml`)"),
         "per_run": (list, None, "a list of corpus names whose every labelled run must hold"),
-        "min_loop_recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
+        "min_loop_recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1 (read as loop_recall_goal)"),
+        "loop_recall_goal": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
+        "rule": (str, lambda v: bool(v.strip()), "a stop rule (`imprint rules`)"),
+        "rule_params": (dict, None, "a table of the rule's parameters"),
         "loop_slack": (int, lambda v: v >= 0, "an integer of 0 or more"),
         "novelty": (dict, None, "a table of NoveltyConfig fields"),
     },
@@ -72,19 +76,26 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "providers": (dict, None, "a table of per-provider thresholds"),
         "exact": (dict, None, "a table of thresholds for exact counting modes"),
     },
+    "loop_recall_baseline": {},   # one table per corpus: BASELINE_KEYS
     "overruns": {
         "deliberate": (list, None, "a list of scenario names that overrun on purpose"),
         "max_count": (int, lambda v: v >= 0, "an integer of 0 or more"),
         "max_overrun_sec": (_NUM, lambda v: v >= 0, "a number of seconds, 0 or more"),
     },
 }
+BASELINE_KEYS = {"recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
+                 "caught": (int, lambda v: v >= 0, "an integer of 0 or more"),
+                 "loops": (int, lambda v: v >= 0, "an integer of 0 or more"),
+                 "commit": (str, None, "the commit that measured it"),
+                 "rule": (str, None, "the rule it was measured with")}
 PROVIDER_KEYS = ("min_requests", "median_min", "median_max", "p95_max", "max_undercount_share")
 DEFAULTS: dict[str, dict[str, Any]] = {
     "inputs": {"traces": ["traces"], "latest_run": True, "runs_dir": "traces/runs", "round_logs": [], "labels": []},
     "premature_stops": {"patience": PATIENCE.default, "normalization": "default", "user_turns": "reset", "max_premature": 0,
                         "max_premature_share": 0.10, "strict": [], "per_run": [REGRESSIONS],
-                        "min_loop_recall": 0.8, "loop_slack": LOOP_SLACK,
-                        "novelty": {}},
+                        "loop_recall_goal": 0.8, "loop_slack": LOOP_SLACK,
+                        "novelty": {}, "rule": SPECS["chat.research_stop_rule"].default, "rule_params": {}},
+    "loop_recall_baseline": {},
     "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
                    "max_undercount_share": 0.05, "exclude": [], "providers": {},
                    "exact": {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0}},
@@ -141,6 +152,8 @@ class GateConfig:
     premature_stops: dict[str, Any]
     divergence: dict[str, Any]
     overruns: dict[str, Any]
+    loop_recall_baseline: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def thresholds_for(self, provider: str, exact: bool = False) -> dict[str, Any]:
         """The band a provider's estimates are held to; an exact counting mode
@@ -181,6 +194,9 @@ def parse_config(text: str, name: str) -> GateConfig:
             raise UserInputError("must be a table", file=name, line=_line_of(text, [], table), key=table)
         for key, value in body.items():
             line = _line_of(text, [table], key)
+            if table == "loop_recall_baseline":
+                out[table][key] = _baseline(value, name, text, key, line)
+                continue
             if key not in SCHEMA[table]:
                 raise UserInputError("unknown key", file=name, line=line, key=f"{table}.{key}",
                                      expected=", ".join(SCHEMA[table]))
@@ -219,12 +235,40 @@ def parse_config(text: str, name: str) -> GateConfig:
                     except UserInputError as exc:
                         raise UserInputError(exc.message, file=name, line=kline, key=f"premature_stops.novelty.{k}",
                                              expected=exc.expected) from None
+            if table == "premature_stops" and key == "min_loop_recall":
+                key = "loop_recall_goal"   # its older name
             out[table][key] = value
     d = out["divergence"]
     if d["median_min"] > d["median_max"]:
         raise UserInputError("median_min is above median_max", file=name, line=_line_of(text, ["divergence"], "median_min"),
                              key="divergence.median_min", expected=f"at most {d['median_max']}")
-    return GateConfig(name, out["inputs"], out["premature_stops"], out["divergence"], out["overruns"])
+    cfg = GateConfig(name, out["inputs"], out["premature_stops"], out["divergence"], out["overruns"],
+                     out["loop_recall_baseline"])
+    # The replay settings are the shipped defaults unless the file pins others on purpose: say so.
+    ps = out["premature_stops"]
+    for key, setting in (("patience", "chat.research_no_progress_rounds"), ("rule", "chat.research_stop_rule")):
+        if key in data.get("premature_stops", {}) and ps[key] != SPECS[setting].default:
+            cfg.warnings.append(f"{name}:{_line_of(text, ['premature_stops'], key)}: premature_stops.{key} = "
+                                f"{ps[key]!r} differs from the shipped default {setting} = "
+                                f"{SPECS[setting].default!r}: the gate judges another rule than the one shipped")
+    return cfg
+
+
+def _baseline(value: Any, name: str, text: str, corpus: str, line: int | None) -> dict[str, Any]:
+    where = f"loop_recall_baseline.{corpus}"
+    tline = _line_of(text, ["loop_recall_baseline", corpus], None) or line
+    if not isinstance(value, dict):
+        raise UserInputError("must be a table", file=name, line=tline, key=where,
+                             expected="recall, caught, loops, commit, rule")
+    for k, v in value.items():
+        kline = _line_of(text, ["loop_recall_baseline", corpus], k) or tline
+        if k not in BASELINE_KEYS:
+            raise UserInputError("unknown key", file=name, line=kline, key=f"{where}.{k}", expected=", ".join(BASELINE_KEYS))
+        _check_value(v, BASELINE_KEYS[k], name, kline, f"{where}.{k}")
+    if "recall" not in value:
+        raise UserInputError("required key is missing", file=name, line=tline, key=f"{where}.recall",
+                             expected="the share of labelled loops the shipped rule caught")
+    return dict(value)
 
 
 def load_config(path: str | Path) -> GateConfig:
@@ -355,12 +399,29 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
                            else f"≤ {ps['max_premature_share']:.0%}", "passed": ok})
             c.passed &= ok
         if src.loops:
+            # Loop recall is the rule's quality, not an invalidation condition:
+            # it gates only against the baseline pinned for the shipped rule, so
+            # a change that catches fewer labelled loops fails; the goal is shown.
             recall = src.recall or 0.0
-            ok = recall >= ps["min_loop_recall"] - 1e-12
+            base = cfg.loop_recall_baseline.get(name)
+            goal = f"goal ≥ {ps['loop_recall_goal']:.0%}, not gated"
+            if base is None:
+                ok, threshold = True, f"no baseline pinned ({goal})"
+            else:
+                ok = recall >= base["recall"] - 1e-12
+                pinned = f"{base.get('caught', '?')}/{base.get('loops', '?')}" if "caught" in base else ""
+                threshold = (f"≥ baseline {base['recall']:.0%}" + (f" ({pinned}" if pinned else " (")
+                             + (f", {base['commit']}" if base.get("commit") else "") + f"); {goal}")
             c.rows.append({"subject": f"{name}: loop recall", "value": recall,
                            "figure": f"{src.caught} of {src.loops} loops caught ({recall:.0%})",
-                           "threshold": f"≥ {ps['min_loop_recall']:.0%}", "passed": ok})
+                           "threshold": threshold, "passed": ok, "goal": ps["loop_recall_goal"],
+                           "goal_met": recall >= ps["loop_recall_goal"] - 1e-12,
+                           "baseline": base["recall"] if base else None})
             c.passed &= ok
+            if base is not None and "loops" in base and base["loops"] != src.loops:
+                c.details.append(f"{name}: the labels changed since the loop-recall baseline was pinned "
+                                 f"({base['loops']} labelled loops then, {src.loops} now): re-measure it "
+                                 "(`imprint check --json`) and pin it in the same commit as the labels")
         for what, items in (("premature", src.premature_runs), ("missed", src.missed_loops)):
             c.details += [f"{name}: {d}" for d in items[:DETAILS_PER_SOURCE]]
             if len(items) > DETAILS_PER_SOURCE:
@@ -370,9 +431,11 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
         c.rows.insert(0, {"subject": "useful runs", "figure": "none labelled", "value": 0, "threshold": "≥ 1",
                           "passed": False})
         c.details.append("no labelled useful run among the inputs (give --labels, or check the label names)")
-    c.details.append(f"round logs and raw trajectories replayed at patience {ps['patience']}, "
-                     f"{describe(novelty_config(cfg))}, user turns {ps['user_turns']}; a loop is caught by a stop "
-                     f"from its first round to {ps['loop_slack']} round(s) after its last")
+    rule_words = (f"the record's rule at patience {ps['patience']}, {describe(novelty_config(cfg))}"
+                  if ps["rule"] == "record" and not ps["rule_params"] else
+                  f"rule {ps['rule']}" + "".join(f", {k}={v}" for k, v in ps["rule_params"].items()))
+    c.details.append(f"round logs and raw trajectories replayed by {rule_words}, user turns {ps['user_turns']}; a "
+                     f"loop is caught by a stop from its first round to {ps['loop_slack']} round(s) after its last")
     return c
 
 
@@ -489,8 +552,9 @@ def run_gate(paths: Sequence[str | Path], cfg: GateConfig, label_files: Sequence
     source that is not among them fails condition 1."""
     labels = load_labels(label_files)
     ps = cfg.premature_stops
-    frames = load_frames(paths, patience=ps["patience"], novelty=novelty_config(cfg), user_turns=ps["user_turns"])
+    frames = load_frames(paths, patience=ps["patience"], novelty=novelty_config(cfg), user_turns=ps["user_turns"],
+                         rule=ps["rule"], rule_params=ps["rule_params"])
     if frames.runs.empty:
         raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
     return [premature_stops(frames, labels, cfg, expect_all), divergence(frames, cfg), overruns(frames, cfg)], frames, \
-        list(frames.warnings)
+        list(cfg.warnings) + list(frames.warnings)

@@ -10,7 +10,10 @@ they overshoot the deadline.
 from __future__ import annotations
 
 import html
+import json
 import math
+from glob import escape as glob_escape
+import os
 import re
 import string
 import time
@@ -24,7 +27,7 @@ import pandas as pd
 from .frames import Frames
 from .token_overruns import token_overruns
 
-PLOT_NAMES = ("estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
+PLOT_NAMES = ("accuracy-timelines.png", "compare.png", "estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
               "novelty-timeline.png", "stops.png", "overshoot.png")
 STOP_ORDER = ["answered", "no_progress", "token_budget", "time_budget", "context_full", "cancelled"]
 MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0a030", "cancelled": "#9a9a9a"}
@@ -68,6 +71,91 @@ class Section:
     alt: str = ""
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    links: list[tuple[str, str | None, str]] = field(default_factory=list)   # (label, href, text after it)
+    figures_first: bool = True     # False: the tables (the figures a reader came for) above the image
+
+    @property
+    def empty(self) -> bool:
+        return not (self.image or self.tables or self.notes or self.links)
+
+
+# ---- 0. the stop rule's accuracy on labelled runs --------------------------------------------------
+def accuracy_table(judged: Sequence[Any]) -> pd.DataFrame:
+    """Per corpus (labels file): premature stops on useful runs and labelled
+    loops caught, from the gate's judged runs."""
+    from ..realruns.labels import Tally
+    tallies: dict[str, Tally] = {}
+    failing: dict[str, int] = {}
+    for jr in judged:
+        tallies.setdefault(jr.source, Tally()).add(jr.label, jr.judgement)
+        failing[jr.source] = failing.get(jr.source, 0) + (not jr.holds)
+    rows = []
+    for name, t in sorted(tallies.items()):
+        rows.append({"corpus": name, "labelled runs": t.runs,
+                     "premature stops": f"{t.premature} of {t.useful} useful runs" if t.useful else "no useful run",
+                     "loops caught": f"{t.caught} of {t.loops} ({t.caught / t.loops:.0%})" if t.loops else "no loop",
+                     "runs that fail": failing[name]})
+    return pd.DataFrame(rows)
+
+
+def failing_runs(judged: Sequence[Any]) -> list[Any]:
+    """The judged runs whose label does not hold: premature stops first, then
+    missed loops, corpus by corpus."""
+    bad = [jr for jr in judged if not jr.holds]
+    return sorted(bad, key=lambda jr: (jr.source, not jr.judgement.premature))
+
+
+def _spread(runs: list[Any], limit: int) -> list[Any]:
+    """Up to `limit` runs taken corpus by corpus in turn, premature stops before missed loops."""
+    by: dict[str, list[Any]] = {}
+    for jr in runs:
+        by.setdefault(jr.source, []).append(jr)
+    out: list[Any] = []
+    while len(out) < limit and any(by.values()):
+        for name in sorted(by):
+            if by[name] and len(out) < limit:
+                out.append(by[name].pop(0))
+    return out
+
+
+def _href(path: Any, out: Path) -> str | None:
+    """A link from the report to a run's file. A raw trajectory converted in
+    memory is named as its round log would be (x.jsonl): link the raw file
+    beside it (x.traj.json.gz), or the file of many runs it came from."""
+    if not path or (isinstance(path, float) and math.isnan(path)):
+        return None
+    p = Path(str(path))
+    if not p.is_file():
+        beside = sorted(q for q in p.parent.glob(glob_escape(p.stem) + ".*") if q.is_file())
+        p = beside[0] if beside else next((a for a in p.parents if a.is_file()), p)
+    if not p.is_file():
+        return None
+    return Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
+
+
+def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str, max_runs: int) -> Section:
+    bad = failing_runs(judged)
+    shown = _spread(bad, max_runs)
+    labels = {jr.row.run: jr.label for jr in judged}
+    path = plot_novelty(frames, out, [frames.runs[frames.runs["run"] == jr.row.run].iloc[0].to_dict() for jr in shown],
+                        labels=labels, name="accuracy-timelines.png",
+                        captions={jr.row.run: f"{jr.source}, " + ("premature stop" if jr.judgement.premature
+                                                                   else "loop missed") for jr in shown},
+                        title="Runs the stop rule got wrong: new evidence per round, the patience counter, the "
+                              "label (green: useful until; red: a loop) and the stop")
+    s = Section("Stop rule accuracy",
+                "Every labelled run judged against its label, as `imprint check` judges it: a premature stop is a "
+                "no-progress stop before the round the run was labelled useful until; a loop is caught by a stop "
+                f"from its first round to a round or so after its last. {rule}".strip(), path,
+                "Novelty timelines of runs the stop rule got wrong, with their labels", figures_first=False)
+    s.tables.append(("per corpus", accuracy_table(judged)))
+    plotted = {jr.row.run for jr in shown}
+    for jr in bad:
+        text = "; ".join(jr.problems()) + (" (plotted below)" if jr.row.run in plotted else "")
+        s.links.append((f"{jr.source}: {jr.row.run}", _href(jr.row.path, out), text))
+    if not bad:
+        s.notes.append(f"Every one of the {len(judged)} labelled run(s) holds.")
+    return s
 
 
 # ---- 1. estimates against measurements --------------------------------------------------------------
@@ -218,9 +306,9 @@ def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd
     runs = frames.runs[frames.runs["source"] == "trace"]
     if not pairs:
         have = sorted(runs["policy"].dropna().unique())
-        notes.append("no scenario ran under both policies on one provider"
+        notes.append("No scenario ran under both policies on one provider"
                      + (f" (policies present: {', '.join(have)})" if have else "")
-                     + "; showing one run per policy instead" if len(have) == 2 else "")
+                     + ("; showing one run per policy instead." if len(have) == 2 else "."))
         if len(have) == 2:
             a = runs[runs["policy"] == "reserve"].sort_values("requests").iloc[-1].to_dict()
             b = runs[runs["policy"] == "prefix-refund"].sort_values("requests").iloc[-1].to_dict()
@@ -228,12 +316,14 @@ def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd
         else:
             return None, notes, pd.DataFrame()
     plt = _plt()
+    from matplotlib.ticker import MaxNLocator
     pairs = pairs[:3]
     fig, axes = plt.subplots(len(pairs), 2, figsize=(11, 3.6 * len(pairs)), squeeze=False, constrained_layout=True)
     req = frames.requests
     table = []
+    shared_all = True
     for row, (a, b, how) in zip(axes, pairs):
-        ymax = 0.0
+        tops = []
         for ax, run in zip(row, (a, b)):
             r = req[(req["run"] == run["run"]) & (req["role"] != "final")].reset_index(drop=True)
             x = range(1, len(r) + 1)
@@ -241,10 +331,17 @@ def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd
             ax.plot(x, res, color="#4a78b5", lw=2, label="reserved")
             ax.plot(x, chg, color="#c0392b", lw=2, ls="--", label="charged")
             ax.plot(x, ref, color="#4c9f70", lw=1.5, label="refunded")
+            top = float(res.max() if len(res) else 0)
             budget = run.get("token_budget")
+            # a budget far above what the run used would flatten its curves: name it instead of drawing it
             if budget and not pd.isna(budget):
-                ax.axhline(budget, color="black", lw=1, ls=":", label=f"budget {int(budget):,}")
-            ymax = max(ymax, float(res.max() if len(res) else 0), float(budget or 0))
+                if budget <= 3 * max(top, 1.0):
+                    ax.axhline(budget, color="black", lw=1, ls=":", label=f"budget {int(budget):,}")
+                    top = max(top, float(budget))
+                else:
+                    ax.plot([], [], color="black", lw=1, ls=":", label=f"budget {int(budget):,} (off the scale)")
+            tops.append(top)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # requests are counted, never halved
             stop = run.get("stop_reason")
             ax.set_title(f"{run['policy']}: {run['name']} ({run['provider']})\n{len(r)} requests, charged "
                          f"{int(run['charged'] or 0):,} of {int(run['reserved'] or 0):,} reserved; stop: {stop}")
@@ -256,9 +353,14 @@ def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd
                           "requests": int(run["requests"] or 0), "reserved": int(run["reserved"] or 0),
                           "charged": int(run["charged"] or 0), "refunded": int(run["refunded"] or 0),
                           "stop": stop, "matched by": how})
-        for ax in row:
-            ax.set_ylim(0, ymax * 1.08 or 1)
-    fig.suptitle("Reserved, charged and refunded tokens over a run: reserve against prefix-refund (same y scale)")
+        # one y scale for a pair of the same script, so the two policies compare at a glance; runs of
+        # different scripts, or scales so far apart that one panel would be a flat line, each get their own
+        shared = how != "not matched: different scenarios" and max(tops) <= 3 * max(min(tops), 1.0)
+        shared_all &= shared
+        for ax, top in zip(row, tops):
+            ax.set_ylim(0, (max(tops) if shared else top) * 1.08 or 1)
+    fig.suptitle("Reserved, charged and refunded tokens over a run: reserve against prefix-refund"
+                 + (" (same y scale)" if shared_all else " (each panel on its own y scale: mind the axes)"))
     return _save(fig, out / "policy-compare.png"), notes, pd.DataFrame(table)
 
 
@@ -372,14 +474,40 @@ def plot_budget(frames: Frames, out: Path, selected: list[dict]) -> Path | None:
 
 
 # ---- 4. novelty timelines ------------------------------------------------------------------------------------------
-def plot_novelty(frames: Frames, out: Path, selected: list[dict]) -> Path | None:
+def panel_titles(selected: list[dict]) -> list[str]:
+    """A panel's name: a scenario's name, or the run id where two runs share a
+    name; a round log's run id (its folder and stem: the same task is in
+    several folders of runs, and a bare stem such as `88` says nothing)."""
+    names = [str(r["name"]) for r in selected]
+    titles = [str(r["run"]) if names.count(n) > 1 or r["source"] != "trace" else n for r, n in zip(selected, names)]
+    return [t if titles.count(t) == 1 else f"{t} #{i + 1}" for i, t in enumerate(titles)]
+
+
+def write_groups(rounds: Sequence[int], kinds: Sequence[str]) -> list[tuple[int, int]]:
+    """Consecutive write rounds as (first, last) spans, so a run of writes gets one marker."""
+    spans: list[tuple[int, int]] = []
+    for r, kind in zip(rounds, kinds):
+        if kind != "write":
+            continue
+        if spans and spans[-1][1] == r - 1:
+            spans[-1] = (spans[-1][0], r)
+        else:
+            spans.append((r, r))
+    return spans
+
+
+def plot_novelty(frames: Frames, out: Path, selected: list[dict], labels: dict[str, Any] | None = None,
+                 name: str = "novelty-timeline.png", title: str | None = None,
+                 captions: dict[str, str] | None = None) -> Path | None:
     if not selected:
         return None
     plt = _plt()
-    fig, axes = _grid(len(selected), plt, height=3.1)
+    labels = labels or {}
+    labelled = False
+    fig, axes = _grid(len(selected), plt, height=3.3)
     if len(selected) == 1:
         fig.set_size_inches(8, 3.8)
-    for ax, run in zip(axes, selected):
+    for ax, run, panel in zip(axes, selected, panel_titles(selected)):
         g = frames.rounds[frames.rounds["run"] == run["run"]].sort_values("round")
         x = g["round"].to_numpy()
         new = g["new_shingles"].fillna(0).to_numpy()
@@ -389,10 +517,23 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict]) -> Path | None
         ax.set_xlabel("round")
         top = max(float(new.max()) if len(new) else 1.0, 1.0)
         ax.set_ylim(0, top * 1.3)
+        # one marker per stretch of writes, and none closer than a 25th of the axis to the last
+        gap, last = max(len(x), 1) / 14, None
+        for a, b in write_groups(x.tolist(), g["kind"].tolist()):
+            ax.axvspan(a - 0.45, b + 0.45, color="#4a78b5", alpha=0.15, lw=0)
+            mid = (a + b) / 2
+            if last is None or mid - last >= gap:
+                ax.text(mid, top * 1.22, "W" if a == b else f"W×{b - a + 1}", ha="center", va="center",
+                        fontsize=7, color="#4a78b5")
+                last = mid
+        label = labels.get(run["run"])
+        if label is not None:
+            labelled = True
+            for a, b in label.loops:
+                ax.axvspan(a - 0.5, b + 0.5, color="#c0392b", alpha=0.12, lw=0)
+            if label.should_not_stop_before is not None:
+                ax.axvline(label.should_not_stop_before + 0.5, color="#2e8b57", lw=1.4, ls="-.")
         for r, kind, errs in zip(x, g["kind"], g["errors"]):
-            if kind == "write":
-                ax.axvspan(r - 0.45, r + 0.45, color="#4a78b5", alpha=0.15, lw=0)
-                ax.text(r, top * 1.22, "W", ha="center", va="center", fontsize=7, color="#4a78b5")
             if kind == "ask":
                 ax.text(r, top * 1.22, "?", ha="center", va="center", fontsize=8, color="#8e44ad")
             if errs:
@@ -402,16 +543,19 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict]) -> Path | None
         patience = g["patience"].dropna()
         if len(patience):
             ax2.axhline(float(patience.iloc[0]), color="#e67e22", ls=":", lw=1)
-            ax2.set_ylim(0, float(patience.iloc[0]) * 1.35)
+            # the counter may run past the patience after the stop (a replay goes on to the run's end)
+            ax2.set_ylim(0, max(float(patience.iloc[0]), float(g["patience_counter"].max() or 0)) * 1.35)
         ax2.set_ylabel("patience counter", color="#e67e22")
         ax2.spines["right"].set_visible(True)
         stop_round = run.get("stop_round")
-        if stop_round is not None and not pd.isna(stop_round):
+        stopped = stop_round is not None and not pd.isna(stop_round)
+        if stopped:   # named in the title: a label in the plot collides with the write markers
             ax.axvline(stop_round + 0.5, color="black", lw=1.2, ls="--")
-            ax.annotate(f"stop: {run['stop_reason']}", (stop_round + 0.5, top * 1.3), xytext=(-3, -10),
-                        textcoords="offset points", ha="right", fontsize=7.5)
-        what = run["provider"] if run["source"] == "trace" else "round log, replayed"
-        ax.set_title(f"{run['name']} ({what})", fontsize=9)
+        what = (captions or {}).get(run["run"]) or (run["provider"] if run["source"] == "trace"
+                                                    else "round log, replayed")
+        stop = f"stop: {run['stop_reason']} at round {int(stop_round)}" if stopped else \
+            f"stop: {run['stop_reason']}" if isinstance(run.get("stop_reason"), str) else "never stopped"
+        ax.set_title(f"{panel}\n{what}; {stop}", fontsize=9)
         ax.xaxis.get_major_locator().set_params(integer=True)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -419,13 +563,16 @@ def plot_novelty(frames: Frames, out: Path, selected: list[dict]) -> Path | None
                Patch(color="#bbbbbb", label="new shingles, no progress"),
                Line2D([], [], color="#e67e22", lw=1.6, label="patience counter"),
                Line2D([], [], color="#e67e22", ls=":", label="patience"),
-               Patch(color="#4a78b5", alpha=0.3, label="write round (W)"),
+               Patch(color="#4a78b5", alpha=0.3, label="write rounds (W×n: n in a row)"),
                Line2D([], [], marker="x", color="#c0392b", ls="none", label="error in the round"),
                Line2D([], [], color="black", ls="--", label="stop")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=7, fontsize=7.5, frameon=False)
-    fig.suptitle("Novelty timeline: new evidence per round, the patience counter (dotted: the patience), "
-                 "write rounds, errors and the stop")
-    return _save(fig, out / "novelty-timeline.png")
+    if labelled:
+        handles += [Line2D([], [], color="#2e8b57", ls="-.", label="label: useful until"),
+                    Patch(color="#c0392b", alpha=0.25, label="label: a loop")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), fontsize=7.5, frameon=False)
+    fig.suptitle(title or "Novelty timeline: new evidence per round, the patience counter (dotted: the patience), "
+                          "write rounds, errors and the stop")
+    return _save(fig, out / name)
 
 
 # ---- 5. stop reasons and final modes --------------------------------------------------------------------
@@ -471,6 +618,11 @@ def plot_stops(frames: Frames, out: Path) -> Path | None:
 
 
 # ---- 6. deadline overshoot -----------------------------------------------------------------------------------------
+def _secs(v: float) -> float:
+    """Seconds as the overshoot table and plot both show them (to the hundredth)."""
+    return round(v, 2)
+
+
 def overshoot_table(frames: Frames) -> pd.DataFrame:
     runs = frames.runs[frames.runs["source"] == "trace"]
     tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)]
@@ -482,8 +634,8 @@ def overshoot_table(frames: Frames) -> pd.DataFrame:
         worst = g.loc[over.idxmax()] if len(g) and over.max() > 0 else None
         rows.append({"provider": provider, "runs": len(g), "time stops": len(timed),
                      "past the deadline": int((over > 0).sum()),
-                     "median (s)": round(float(over[over > 0].median()), 2) if (over > 0).any() else 0.0,
-                     "largest (s)": round(float(over.max()), 2) if len(over) else 0.0,
+                     "median (s)": _secs(float(over[over > 0].median())) if (over > 0).any() else 0.0,
+                     "largest (s)": _secs(float(over.max())) if len(over) else 0.0,
                      "largest in": worst["name"] if worst is not None else "-",
                      "late calls": len(t),
                      "largest call overrun (s)": round(float(t["overrun"].max()), 2) if len(t) and t["overrun"].notna().any() else 0.0})
@@ -516,7 +668,7 @@ def plot_overshoot(frames: Frames, out: Path, colors: dict[str, str]) -> Path | 
                 ax.annotate(f"{tool}", (i + 0.2, v), xytext=(6, 0), textcoords="offset points", ha="left",
                             va="center", fontsize=6.5, color="#444")
         worst = float(over.max()) if len(over) else 0.0
-        ax.annotate(f"max {worst:.1f} s\n{int((over > 0).sum())}/{len(over)} runs past",
+        ax.annotate(f"max {_secs(worst):g} s\n{int((over > 0).sum())}/{len(over)} runs past",
                     (i, worst), xytext=(0, 8), textcoords="offset points", ha="center", fontsize=7.5)
     ax.set_xticks(range(len(providers)), providers)
     ax.set_xlim(-0.6, len(providers) - 0.4)
@@ -544,7 +696,81 @@ def runs_table(frames: Frames) -> pd.DataFrame:
     return t.fillna("-")
 
 
-def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6) -> list[Section]:
+NO_TRACES = ("No traces of our runs among the inputs, only round logs and raw trajectories: they carry no token "
+             "estimates, ledgers, budgets, stop reasons of their own or deadlines, so those sections are left out.")
+
+
+def compare_section(comparison: Path, out: Path) -> Section:
+    """`imprint compare`'s figures (its compare.json and plot), held-out part
+    and dev, so the report shows the shipped rule beside the others."""
+    import shutil
+    from imprint_core.errors import UserInputError
+    try:
+        data = json.loads(comparison.read_text(encoding="utf-8"))
+        cells = data["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserInputError(f"not a compare.json of `imprint compare`: {exc}", file=str(comparison),
+                             key="cells") from None
+    rows = []
+    for c in cells:
+        if c.get("part") == "all":
+            continue
+        frac = lambda a, b: f"{a}/{b}" if b else "–"   # noqa: E731
+        lat = c.get("median_latency")
+        rows.append({"rule": c["rule"], "corpus": c["corpus"], "part": c["part"],
+                     "loop recall": frac(c["caught"], c["loops"]), "premature": frac(c["premature"], c["useful"]),
+                     "stops before a loop": c.get("stops_before_loop", "–") if c["loops"] else "–",
+                     "median latency": "–" if lat is None else f"{lat:g}",
+                     "loop rounds spent": frac(c["loop_rounds_spent"], c["loop_rounds_total"])})
+    image = None
+    png = comparison.with_name("compare.png")
+    if png.exists():
+        shutil.copyfile(png, out / "compare.png")
+        image = str(out / "compare.png")
+    held = pd.DataFrame([r for r in rows if r["part"] == "held-out"])
+    dev = pd.DataFrame([r for r in rows if r["part"] == "dev"])
+    return Section("Stop rules compared",
+                   f"Every labelled run replayed through each stop rule, split by task as `imprint tune` splits "
+                   f"(`{data.get('command', 'imprint compare')}`; {comparison}). Loop recall and premature stops "
+                   "per corpus, the held-out part first; latency is the rounds from a caught loop's start to the "
+                   "stop.", image, "Loop recall against premature stops, one marker per rule",
+                   tables=[(t, df) for t, df in (("held-out", held), ("dev", dev)) if not df.empty],
+                   figures_first=False)
+
+
+def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6,
+                   judged: Sequence[Any] = (), rule: str = "", comparison: Path | None = None) -> list[Section]:
+    """The report's sections, the stop rule's accuracy first when labelled
+    runs are among the inputs (`judged`: the gate's `judged_runs`). A section
+    with nothing to show is left out, never shown empty."""
+    sections: list[Section] = []
+    if judged:
+        sections.append(accuracy_section(frames, judged, out, rule, max_runs))
+    if comparison is not None:
+        sections.append(compare_section(comparison, out))
+    labels = {jr.row.run: jr.label for jr in judged}
+    chosen = select_runs(frames, max_runs, select, "novelty")
+    path = plot_novelty(frames, out, chosen, labels=labels)
+    s = Section("Novelty timelines",
+                "Per round: the new shingles its evidence added (green when the round counted as "
+                "progress), the patience counter against the patience (dotted), write rounds (W, left "
+                "out of the rule), asks (?), rounds with errors (x) and the stop"
+                + ("; for a labelled run, its label." if labels else "."), path,
+                "Novelty timeline of selected runs",
+                notes=[] if path else ["No run with rounds among the inputs."])
+    if (frames.runs["source"] == "trace").any():
+        sections += _trace_sections(frames, out, select, max_runs, novelty=s)
+    else:
+        sections.append(s)
+    t = runs_table(frames)
+    if not t.empty:
+        sections.append(Section("All runs", "", None, tables=[("runs", t)]))
+    return [s for s in sections if not s.empty]
+
+
+def _trace_sections(frames: Frames, out: Path, select: Sequence[str], max_runs: int,
+                    novelty: Section) -> list[Section]:
+    """The sections only traces of our runs can fill, with `novelty` in its place among them."""
     colors = provider_colors(frames.providers)
     sections: list[Section] = []
 
@@ -612,16 +838,8 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
                             "(share of the timeout; waits for the user's answer do not count) at the end of each round; the dashed line is the "
                             "stop. A hollow marker shows the reservation that no longer fitted.",
                             path, "Budget consumption per round for selected runs",
-                            notes=[] if path else ["No run with rounds among these traces."]))
-
-    chosen = select_runs(frames, max_runs, select, "novelty")
-    path = plot_novelty(frames, out, chosen)
-    sections.append(Section("Novelty timelines",
-                            "Per round: the new shingles its evidence added (green when the round counted as "
-                            "progress), the patience counter against the patience (dotted), write rounds (W, left "
-                            "out of the rule), asks (?), rounds with errors (x) and the stop.", path,
-                            "Novelty timeline of selected runs",
-                            notes=[] if path else ["No run with rounds among these traces."]))
+                            notes=[] if path else ["No trace with rounds among the inputs."]))
+    sections.append(novelty)
 
     path = plot_stops(frames, out)
     s = Section("Stop reasons and final modes", "How every run stopped and how its answer was produced.", path,
@@ -629,6 +847,8 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
     t = stop_table(frames)
     if not t.empty:
         s.tables.append(("runs by stop reason and final mode", t))
+    elif path is None:
+        s.notes.append("No trace among the inputs records a stop.")
     sections.append(s)
 
     path = plot_overshoot(frames, out, colors)
@@ -639,11 +859,9 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
     t = overshoot_table(frames)
     if not t.empty:
         s.tables.append(("overshoot per provider", t))
+    elif path is None:
+        s.notes.append("No trace among the inputs has a research deadline.")
     sections.append(s)
-
-    t = runs_table(frames)
-    if not t.empty:
-        sections.append(Section("All runs", "", None, tables=[("runs", t)]))
     return sections
 
 
@@ -671,19 +889,23 @@ def _template() -> string.Template:
 
 def render_html(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
     """The page: templates/report.html (skeleton and CSS) around the sections."""
-    parts = [f'<p class="note">{html.escape(w)}</p>' for w in frames.warnings]
+    parts = [f'<p class="note">{html.escape(w)}</p>' for w in _page_notes(frames)]
     for s in sections:
         parts.append(f'<h2 id="{_slug(s.title)}">{html.escape(s.title)}</h2>')
         if s.intro:
             parts.append(f"<p>{_code(s.intro)}</p>")
         for n in s.notes:
             parts.append(f'<p class="note">{_code(n)}</p>')
-        if s.image:
-            parts.append(f'<img src="{html.escape(s.image)}" alt="{html.escape(s.alt or s.title)}">')
+        image = [f'<img src="{html.escape(s.image)}" alt="{html.escape(s.alt or s.title)}">'] if s.image else []
+        tables = []
         for caption, df in s.tables:
             body = df.to_html(index=False, border=0, escape=True, na_rep="-")
-            parts.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
-                         .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
+            tables.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
+                          .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
+        if s.links:
+            items = "".join(f'<li>{_link(label, href)}: {html.escape(text)}</li>' for label, href, text in s.links)
+            tables.append(f'<ul class="runs">{items}</ul>')
+        parts += image + tables if s.figures_first else tables + image
     return _template().substitute(
         title=html.escape(title), traces=int((frames.runs["source"] == "trace").sum()),
         round_logs=int((frames.runs["source"] == "roundlog").sum()), files=len(frames.files),
@@ -692,12 +914,16 @@ def render_html(sections: list[Section], frames: Frames, title: str, generated: 
         body="".join(part + "\n" for part in parts))
 
 
+def _link(label: str, href: str | None) -> str:
+    return f'<a href="{html.escape(href)}">{html.escape(label)}</a>' if href else html.escape(label)
+
+
 def render_markdown(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
     n_traces = int((frames.runs["source"] == "trace").sum())
     n_logs = int((frames.runs["source"] == "roundlog").sum())
     lines = [f"# {title}", "", f"{n_traces} trace(s) and {n_logs} round log(s) from {len(frames.files)} file(s); "
              f"providers: {', '.join(frames.providers) or 'none'}; generated {generated}.", ""]
-    for w in frames.warnings:
+    for w in _page_notes(frames):
         lines += [f"> {w}", ""]
     for s in sections:
         lines += [f"## {s.title}", ""]
@@ -705,21 +931,35 @@ def render_markdown(sections: list[Section], frames: Frames, title: str, generat
             lines += [s.intro, ""]
         for n in s.notes:
             lines += [f"> {n}", ""]
-        if s.image:
-            lines += [f"![{s.alt or s.title}]({s.image})", ""]
+        image = [f"![{s.alt or s.title}]({s.image})", ""] if s.image else []
+        tables: list[str] = []
         for caption, df in s.tables:
-            lines += [f"**{caption}**", "", _md_table(df.fillna("-")), ""]
+            tables += [f"**{caption}**", "", _md_table(df.fillna("-")), ""]
+        if s.links:
+            tables += [f"- {f'[{label}](<{href}>)' if href else label}: {text}" for label, href, text in s.links] + [""]
+        lines += image + tables if s.figures_first else tables + image
     return "\n".join(lines)
 
 
+def _page_notes(frames: Frames) -> list[str]:
+    notes = [w for w in frames.warnings if w.strip()]
+    if not (frames.runs["source"] == "trace").any():
+        notes.append(NO_TRACES)
+    return notes
+
+
 def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint research-loop report",
-                 select: Sequence[str] = (), max_runs: int = 6) -> dict[str, Path]:
+                 select: Sequence[str] = (), max_runs: int = 6, judged: Sequence[Any] = (),
+                 rule: str = "", comparison: Path | None = None) -> dict[str, Path]:
+    """`judged`: the labelled runs as the gate judged them (`gate.judged_runs`),
+    for the accuracy section; `rule`: the stop rule they were replayed with, in words."""
     from imprint_core.settings import atomic_write_text
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for name in PLOT_NAMES:  # a plot without data this time must not linger from an earlier report
         (out / name).unlink(missing_ok=True)
-    sections = build_sections(frames, out, select=select, max_runs=max_runs)
+    sections = build_sections(frames, out, select=select, max_runs=max_runs, judged=judged, rule=rule,
+                              comparison=comparison)
     for s in sections:
         if s.image:
             s.image = Path(s.image).name

@@ -97,6 +97,7 @@ class TuneRun:
     replies: list[RoundLog] = field(repr=False)
     digest: str = ""
     always_dev: bool = False  # never held out (the regressions corpus)
+    full: list[RoundLog] = field(default_factory=list, repr=False)  # the replies with tool names (compare)
 
 
 def task_of(rf: RunFile) -> str:
@@ -112,8 +113,9 @@ def task_of(rf: RunFile) -> str:
 
 
 def _slim(log: RoundLog) -> RoundLog:
-    """Only what the novelty rule reads: kind, status, result, segments."""
-    return RoundLog("", "", {}, [Round(r.number, [RoundCall("", {}, c.kind, c.status, c.result, c.segments)
+    """Only what the novelty rule reads: kind, status, result, segments, and
+    the arguments (whose values echoed in a result are not evidence)."""
+    return RoundLog("", "", {}, [Round(r.number, [RoundCall("", c.args, c.kind, c.status, c.result, c.segments)
                                                   for c in r.calls]) for r in log.rounds])
 
 
@@ -124,7 +126,8 @@ def digest_of(reps: Sequence[RoundLog]) -> str:
         for r in rep.rounds:
             h.update(b"\x1fround")
             for c in r.calls:
-                h.update(json.dumps([c.kind, c.status, c.result, c.segments], ensure_ascii=False).encode())
+                h.update(json.dumps([c.kind, c.status, c.result, c.segments, c.args], ensure_ascii=False,
+                                    sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 
@@ -144,13 +147,14 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset") -> tuple[list[TuneRun
             warnings.append(f"{rf.display}: label {label.name!r} already matched {taken[label.name]}; skipped")
             continue
         taken[label.name] = rf.display
-        reps = [_slim(r) for r in replies(rf.log, user_turns)]
+        full = replies(rf.log, user_turns)
+        reps = [_slim(r) for r in full]
         task = task_of(rf)
         if corpus.always_dev and task == rf.name:     # no task id in its header: a task of its own
             task = f"{corpus.name}:{label.name}"
         out.append(TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
                            [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps),
-                           bool(corpus.always_dev)))
+                           bool(corpus.always_dev), full))
     unmatched = [n for n in labels.runs if n not in taken]
     if unmatched:
         warnings.append(f"{corpus.name}: {len(unmatched)} label(s) match no run: {', '.join(unmatched[:8])}"
@@ -183,9 +187,10 @@ def code_version() -> str:
     """A hash of the sources that decide a round's progress."""
     import imprint_core.novelty as novelty
     import imprint_core.rounds as core_rounds
+    import imprint_core.stoprules as stoprules
     from ..realruns import rounds as realrounds
     files: list[Path] = []
-    for mod in (novelty, core_rounds, realrounds):
+    for mod in (novelty, core_rounds, stoprules, realrounds):
         f = Path(mod.__file__)
         files += sorted(f.parent.rglob("*.py")) if f.name == "__init__.py" else [f]
     h = hashlib.blake2b(digest_size=12)

@@ -79,6 +79,53 @@ class Setting:
         return {"patience": self.patience, "novelty": as_dict(self.config), "changed": self.changed,
                 "shipped": self.shipped}
 
+    def columns(self) -> dict[str, Any]:
+        """The setting's values as table columns (settings.csv)."""
+        return {"patience": self.patience, **as_dict(self.config)}
+
+
+@dataclass(frozen=True)
+class RuleSetting:
+    """A setting of any stop rule: its parameters (the swept ones; the rest at
+    their defaults). `shipped` is the rule at its documented defaults."""
+    rule: str
+    params: tuple[tuple[str, Any], ...]
+    defaults: tuple[tuple[str, Any], ...]
+
+    @cached_property
+    def key(self) -> str:
+        return self.rule + "".join(f",{k}={v!r}" for k, v in self.params)
+
+    @cached_property
+    def changed(self) -> dict[str, Any]:
+        d = dict(self.defaults)
+        return {k: v for k, v in self.params if d.get(k) != v}
+
+    @cached_property
+    def shipped(self) -> bool:
+        return not self.changed
+
+    @property
+    def patience(self) -> None:
+        return None
+
+    def distance(self) -> tuple[int, float]:
+        """How far from the rule's defaults: parameters changed, then the size of numeric changes."""
+        d = dict(self.defaults)
+        steps = sum(abs(v - d[k]) for k, v in self.changed.items()
+                    if isinstance(v, (int, float)) and isinstance(d.get(k), (int, float)))
+        return len(self.changed), float(steps)
+
+    def label(self, fields: Sequence[str] | None = None) -> str:
+        shown = [(k, v) for k, v in self.params if fields is None or k in fields]
+        return self.rule + (" " + ", ".join(f"{k}={v}" for k, v in shown) if shown else " (defaults)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "params": dict(self.params), "changed": self.changed, "shipped": self.shipped}
+
+    def columns(self) -> dict[str, Any]:
+        return {"rule": self.rule, **dict(self.params)}
+
 
 def settings_for(configs: Sequence[NoveltyConfig], patiences: Sequence[int]) -> list[Setting]:
     """Every config × patience (config slowest), plus the shipped setting when the grid lacks it."""
@@ -376,6 +423,45 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
     out.cv = cross_validate(scores, split, parts, folds, rule)
     base = cindex[config_key(scores.settings[shipped].config)]
     out.ceiling = loop_ceiling(runs, [progress[(base, ri)] for ri in range(len(runs))], list(patiences), slack)
+    return out
+
+
+def tune_rule(runs: Sequence[TuneRun], rule_spec: str, grid: dict[str, list[Any]], *, split: Split = Split(),
+              rule: "Rule" = None, slack: int = LOOP_SLACK, jobs: int | None = 1,
+              cache: ProgressCache | None = None) -> "Tuning":
+    """The same search, split, choice and cross-validation as `tune`, over the
+    parameter grid of any stop rule (`imprint tune --rule NAME --grid P=V1,V2`).
+    Each setting is replayed over every run (`compare.rule_stops`; the
+    record's rule through the cached per-round progress)."""
+    import itertools
+    from imprint_core.stoprules import convert, resolve
+    from .compare import RuleChoice, rule_stops
+    rule = rule or Rule()
+    info = resolve(rule_spec)
+    names = list(grid)
+    values = {n: [convert(info, n, v, key="--grid") for v in grid[n]] for n in names}
+    defaults = tuple((n, info.params.get(n)) for n in names)
+    settings = [RuleSetting(info.name if info.origin == "built-in" else rule_spec, tuple(zip(names, combo)), defaults)
+                for combo in itertools.product(*(values[n] for n in names))]
+    if not any(s.shipped for s in settings):
+        settings.append(RuleSetting(settings[0].rule if settings else rule_spec, defaults, defaults))
+    stops = np.full((len(settings), len(runs)), -1, dtype=np.int64)
+    for si, st in enumerate(settings):
+        got = rule_stops(RuleChoice(st.key, rule_spec, dict(st.params)), runs, cache=cache, jobs=jobs)
+        stops[si] = [-1 if x is None else x for x in got]
+    scores = Scores(settings, runs, stops, slack)
+    tasks = sorted({r.task for r in runs})
+    always_dev = {r.task for r in runs if r.always_dev}
+    parts = {t: "dev" if t in always_dev else split.part(t) for t in tasks}
+    folds = {t: split.fold(t) for t in tasks if parts[t] == "dev"}
+    dev = scores.mask(parts=parts, part="dev")
+    if not dev.any():
+        dev = np.ones(len(runs), dtype=bool)
+    best, feasible, reason = rule.choose(scores, dev)
+    shipped = next(i for i, s in enumerate(settings) if s.shipped)
+    out = Tuning(scores, split, rule, parts, folds, best, feasible, reason, shipped, dict(grid), [], [],
+                 stats=ComputeStats())
+    out.cv = cross_validate(scores, split, parts, folds, rule)
     return out
 
 

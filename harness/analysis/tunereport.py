@@ -90,8 +90,7 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
              f"Rule: {t.rule.describe()}. A loop counts as caught when the stop lands from its first round to "
              f"{t.scores.slack} round(s) after its last.", "", f"Why: {t.reason}.", "",
              *([ceiling_line(t), ""] if t.ceiling else []),
-             "## Recommended against shipped (patience "
-             f"{t.scores.settings[t.shipped].patience}, shipped novelty config)", "",
+             f"## Recommended against shipped ({_shipped_words(t)})", "",
              "| corpus | part | recommended | shipped |", "| --- | --- | --- | --- |"]
     for c in _scopes(t):
         for part in PARTS:
@@ -116,7 +115,7 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
         lines += [f"- loop not caught: {d}" for d in details["missed_loops"]]
     held = f"; held at their shipped values: {', '.join(t.held)}" if t.held else ""
     grid = "; ".join(f"{k} = {', '.join(map(str, v))}" for k, v in t.grid.items()) or "shipped config only"
-    lines += ["", f"Grid: {grid}; patience {t.patiences[0]}–{t.patiences[-1]}"
+    lines += ["", f"Grid: {grid}" if not t.patiences else f"Grid: {grid}; patience {t.patiences[0]}–{t.patiences[-1]}"
               if t.patiences == list(range(t.patiences[0], t.patiences[-1] + 1)) else
               f"Grid: {grid}; patience {', '.join(map(str, t.patiences))}", "",
               f"{len(t.scores.settings)} settings × {len(t.scores.runs)} labelled runs{held}.", "",
@@ -190,8 +189,8 @@ def split_md(t: Tuning) -> str:
 def settings_csv(t: Tuning) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    fields = list(as_dict(t.scores.settings[0].config))
-    head = ["patience", *fields, "shipped", "recommended"]
+    fields = list(t.scores.settings[0].columns())
+    head = [*fields, "shipped", "recommended"]
     cols = []
     for c in _scopes(t):
         for part in PARTS:
@@ -201,7 +200,7 @@ def settings_csv(t: Tuning) -> str:
     masks = {(c, p): t.part_mask(p, c) for c in _scopes(t) for p in PARTS}
     sums = {key: t.scores.sums(m) for key, m in masks.items()}
     for si, s in enumerate(t.scores.settings):
-        row: list[Any] = [s.patience, *as_dict(s.config).values(), s.shipped, si == t.best]
+        row: list[Any] = [*s.columns().values(), s.shipped, si == t.best]
         for c, p, k in cols:
             sm = sums[(c, p)]
             v = {"caught": int(sm["caught"][si]), "loops": sm["loops"], "premature": int(sm["premature"][si]),
@@ -304,13 +303,18 @@ def ceiling_line(t: Tuning) -> str:
             f"{shipped} would catch {figs}.")
 
 
+def _shipped_words(t: Tuning) -> str:
+    s = t.scores.settings[t.shipped]
+    return f"patience {s.patience}, shipped novelty config" if s.patience is not None else s.label()
+
+
 def write_outputs(t: Tuning, out: Path, command: str, timing: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = {
         "summary.md": summary_md(t, command, timing),
         "front.md": front_md(t),
         "split.md": split_md(t),
-        "ceiling.md": ceiling_md(t),
+        **({"ceiling.md": ceiling_md(t)} if t.ceiling else {}),
         "settings.csv": settings_csv(t),
         "recommendation.json": json.dumps(recommendation(t, command), indent=2, default=str) + "\n",
         "command.txt": command + "\n",

@@ -11,13 +11,13 @@ import sys
 from imprint_core.errors import ImprintError, UserInputError
 
 from ..conventions import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
-from . import (check, export_rounds, faults, import_runs, model, record, regress, replay, report, run, schema,
-               servers, settings, smoke, tune)
+from . import (check, compare, export_rounds, faults, import_runs, model, record, regress, replay, report, rules,
+               run, schema, servers, settings, smoke, tune)
 
 # In `imprint --help` order: the scenario library and real runs, settings,
 # the local model and live servers, then the analysis of what ran.
 COMMANDS = (run, import_runs, replay, export_rounds, settings, schema, model, record, servers, smoke, report, tune, regress,
-            check, faults)
+            check, faults, rules, compare)
 
 
 def build_parser() -> argparse.ArgumentParser:

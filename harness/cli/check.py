@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-
-from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_FAILED, EXIT_OK
-from .console import console
-from .inputs import default_inputs, incomplete_runs
+from .console import console, progress
+from .inputs import DEFAULT_GATE_CONFIG, gate_config, gate_inputs
+from .ruleargs import add_rule_options, rule_of
 
-DEFAULT_CONFIG = "reports/gate.toml"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,36 +24,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                "Condition 1 judges the regressions (`imprint regress add`) run by run: one that fails, or whose "
                "round log is missing from the config's inputs, makes the gate fail and is named.")
     p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"thresholds (default {DEFAULT_CONFIG})")
+    p.add_argument("--config", default=DEFAULT_GATE_CONFIG, help=f"thresholds (default {DEFAULT_GATE_CONFIG})")
     p.add_argument("--labels", action="append", metavar="FILE",
                    help="labels file (repeatable; default: the config's inputs.labels)")
+    add_rule_options(p)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(fn=run)
 
 
-def _config_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
-    """The config's [inputs]: the default traces plus the configured round
-    logs, with a note for each round-log path that is absent."""
-    paths = default_inputs(inputs["traces"], inputs["latest_run"], inputs["runs_dir"])
-    notes = [f"incomplete run {p} (interrupted before its summary.json); skipped"
-             for p in (incomplete_runs(inputs["runs_dir"]) if inputs["latest_run"] else [])]
-    for rl in inputs["round_logs"]:
-        if Path(rl).exists():
-            paths.append(Path(rl))
-        else:
-            notes.append(f"round logs {rl} not found; skipped")
-    if not paths:
-        raise UserInputError("no traces to check", file=" ".join(inputs["traces"]),
-                             expected="traces or round logs (run `imprint run` first)")
-    return paths, notes
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.gate import load_config, run_gate
-    cfg = load_config(args.config)
+    from ..analysis.gate import run_gate
+    cfg = gate_config(args.config)
+    if args.rule or args.param or args.params:
+        # Judge another rule against the same thresholds and the baseline pinned for the shipped one.
+        cfg.premature_stops["rule"], cfg.premature_stops["rule_params"] = rule_of(args)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
-    paths, notes = (args.paths, []) if args.paths else _config_inputs(cfg.inputs)
-    conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
+    paths, notes = (args.paths, []) if args.paths else gate_inputs(cfg.inputs)
+    with progress("check", "reading, replaying and judging the inputs", enabled=not args.json):
+        conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
     notes += warnings
     passed = all(c.passed for c in conditions)
     if args.json:
@@ -66,29 +51,55 @@ def run(args: argparse.Namespace) -> int:
                                                       "round_logs": int((frames.runs["source"] == "roundlog").sum())},
                           "notes": notes, "conditions": [c.to_dict() for c in conditions]}, indent=2, default=str))
         return EXIT_OK if passed else EXIT_FAILED
+    from rich.markup import escape
     from rich.table import Table
     out = console()
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
-    t = Table(title=f"imprint check ({cfg.path}): {len(frames.files)} file(s), "
-                    f"{int((frames.runs['source'] == 'trace').sum())} trace(s), "
-                    f"{int((frames.runs['source'] == 'roundlog').sum())} round log(s)")
+    t = Table(title=escape(f"imprint check ({cfg.path}): {len(frames.files)} file(s), "
+                           f"{int((frames.runs['source'] == 'trace').sum())} trace(s), "
+                           f"{int((frames.runs['source'] == 'roundlog').sum())} round log(s)"))
     for col, just in [("condition", "left"), ("subject", "left"), ("figure", "right"), ("threshold", "right"),
                       ("verdict", "left")]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
+    # Subjects hold bracketed mode names ("remote:llamacpp [tokenizer, exact]"): text, never markup.
     for c in conditions:
         for i, row in enumerate(c.rows):
             verdict = "[green]holds[/]" if row["passed"] else "[dim]not judged[/]" if row["passed"] is None \
                 else "[red]FAILS[/]"
-            t.add_row(f"{c.number}. {c.name}" if i == 0 else "", row["subject"], row["figure"], row["threshold"],
-                      verdict)
+            t.add_row(escape(f"{c.number}. {c.name}") if i == 0 else "", escape(str(row["subject"])),
+                      escape(str(row["figure"])), escape(str(row["threshold"])), verdict)
         if not c.rows:
-            t.add_row(f"{c.number}. {c.name}", "-", "no data", "-", "[red]FAILS[/]")
+            t.add_row(escape(f"{c.number}. {c.name}"), "-", "no data", "-", "[red]FAILS[/]")
     out.print(t)
     for c in conditions:
-        for d in c.details:
-            out.print(f"  {c.number}. {d}", soft_wrap=True)
+        if c.details:
+            out.print()
+            out.print(f"condition {c.number} ({c.name}):", markup=False, soft_wrap=True)
+            for group, lines in grouped_details(c):
+                indent = "  "
+                if group is not None:
+                    out.print(f"  {group}:", markup=False, soft_wrap=True)
+                    indent = "    "
+                for line in lines:
+                    out.print(f"{indent}- {line}", markup=False, soft_wrap=True)
     failed = [str(c.number) for c in conditions if not c.passed]
     out.print("[green]gate: all three conditions hold[/]" if passed else
               f"[red]gate: condition {', '.join(failed)} fail(s)[/]")
     return EXIT_OK if passed else EXIT_FAILED
+
+
+def grouped_details(c) -> list[tuple[str | None, list[str]]]:
+    """A condition's notes under the corpus or provider they start with (the
+    prefix of its rows' subjects), the notes about the whole condition first."""
+    prefixes = {str(r["subject"]).rsplit(": ", 1)[0] for r in c.rows if ": " in str(r["subject"])}
+    prefixes |= {str(r["subject"]) for r in c.rows}
+    general: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for d in c.details:
+        group = max((p for p in prefixes if d.startswith(p + ": ")), key=len, default=None)
+        if group is None:
+            general.append(d)
+        else:
+            groups.setdefault(group, []).append(d[len(group) + 2:])
+    return ([(None, general)] if general else []) + list(groups.items())

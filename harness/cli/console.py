@@ -1,6 +1,7 @@
 """The terminal: rich consoles that do not squeeze tables into logs and pipes."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -10,3 +11,17 @@ def console(stderr: bool = False):
     if not out.is_terminal and "COLUMNS" not in os.environ:
         out = Console(stderr=stderr, highlight=False, width=220)  # logs and pipes: don't squeeze the table
     return out
+
+
+@contextlib.contextmanager
+def progress(command: str, description: str, *, enabled: bool = True):
+    """A spinner with the elapsed time on stderr while a long step runs, as
+    `imprint run` and `imprint import` show their bars: only on a terminal
+    (logs, pipes and captured output get nothing), and gone when it ends."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    err = console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn(f"[bold]imprint {command}"), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=not enabled or not err.is_terminal) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda text: bar.update(task, description=text)   # the next step's description

@@ -1,9 +1,24 @@
-"""Which traces a command reads when it is given none: the committed ones
-and the newest run folder (`imprint report`, `imprint check`)."""
+"""Which files a command reads when it is given none: the committed traces
+and the newest run folder (`imprint report`, `imprint check`), and the gate
+config (`imprint check`, `imprint regress`)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
+
+from imprint_core.errors import UserInputError
+
+DEFAULT_GATE_CONFIG = "reports/gate.toml"
+
+
+def gate_config(path: str):
+    """The gate config at `path`. The default one missing almost always means
+    the command ran outside a checkout: say where it looked and what to do."""
+    from ..analysis.gate import load_config
+    if path == DEFAULT_GATE_CONFIG and not Path(path).exists():
+        raise UserInputError(f"no gate config at {Path(path).resolve()}: run imprint from the root of a checkout "
+                             f"(the folder that holds {DEFAULT_GATE_CONFIG}), or give --config FILE", file=path)
+    return load_config(path)
 
 
 def latest_run_dir(runs_dir: str | Path) -> Path | None:
@@ -56,3 +71,20 @@ def default_inputs(traces: Sequence[str], latest_run: bool = True, runs_dir: str
             out.append(latest)
     return out
 
+
+
+def gate_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
+    """A gate config's [inputs]: the default traces plus the configured round
+    logs, with a note for each round-log path that is absent."""
+    paths = default_inputs(inputs["traces"], inputs["latest_run"], inputs["runs_dir"])
+    notes = [f"incomplete run {p} (interrupted before its summary.json); skipped"
+             for p in (incomplete_runs(inputs["runs_dir"]) if inputs["latest_run"] else [])]
+    for rl in inputs["round_logs"]:
+        if Path(rl).exists():
+            paths.append(Path(rl))
+        else:
+            notes.append(f"round logs {rl} not found; skipped")
+    if not paths:
+        raise UserInputError("no traces to check", file=" ".join(inputs["traces"]),
+                             expected="traces or round logs (run `imprint run` first)")
+    return paths, notes

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..conventions import EXIT_FAILED, EXIT_OK, REPO_ROOT
+from ..conventions import EXIT_FAILED, EXIT_OK
 from ..live.servers import SERVER_KINDS
 
 
@@ -36,6 +36,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rec.set_defaults(fn=run)
 
 
+def _shown(path: Path) -> str:
+    """A path as short as it reads clearly: relative to the current folder when below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..scenarios.model import load_scenario, scenario_files
     from ..scenarios.providers import cassette_path
@@ -56,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
                                                               ([done.error] if done.error else []))
         print(f"{scn.name}: {r.stop_reason.value if r else '-'} / {r.final_mode.value if r else '-'}, "
               f"{r.rounds if r else '-'} rounds, {r.research_requests if r else '-'} requests -> "
-              f"{cassette_path(scn).relative_to(REPO_ROOT)}: {verdict}")
+              f"{_shown(cassette_path(scn))}: {verdict}")
         failed += not done.passed
     return EXIT_FAILED if failed else EXIT_OK

@@ -19,8 +19,8 @@ from imprint_core.errors import UserInputError
 from ..conventions import EXIT_OK
 from ..realruns.regressions import LABELS_FILE, LOOP_SPEC, STORE
 from .console import console
+from .inputs import DEFAULT_GATE_CONFIG, gate_config
 
-DEFAULT_CONFIG = "reports/gate.toml"
 today: Callable[[], date] = date.today
 """The date an added regression records (tests put their own here)."""
 
@@ -29,8 +29,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=STORE, metavar="DIR", help=f"the regressions' round logs (default {STORE})")
     p.add_argument("--labels", default=LABELS_FILE, metavar="FILE",
                    help=f"the regressions' labels file (default {LABELS_FILE})")
-    p.add_argument("--config", default=DEFAULT_CONFIG,
-                   help=f"the gate config whose stop rule judges them (default {DEFAULT_CONFIG})")
+    p.add_argument("--config", default=DEFAULT_GATE_CONFIG,
+                   help=f"the gate config whose stop rule judges them (default {DEFAULT_GATE_CONFIG})")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -79,12 +79,13 @@ def _labels_elsewhere(cfg, labels_path: Path):
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from ..analysis.gate import load_config
     from ..analysis.regressions import judge_logs, verdict
     from ..realruns.labels import Labels
     from ..realruns import regressions as reg
     store, labels_path = Path(args.store), Path(args.labels)
-    cfg = load_config(args.config)
+    # Every check comes before the first write; the config first, as its absence means "not in a checkout".
+    cfg = gate_config(args.config)
+    reg.read_labels_file(labels_path)    # a malformed labels file is named before any work (read again locked)
     loops = [reg.parse_loop(s) for s in args.loop or []]
     run = reg.read_run(args.run)
     name = reg.check_name(args.name) if args.name is not None else reg.default_name(run)
@@ -95,7 +96,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     log = replace(run.log, path=str(target))    # named as stored: the gate's run id and label key
     jr = judge_logs([log], Labels({key: new.as_label(key)}), cfg)[key]
     new.when_added = verdict(jr, cfg)
-    # The labels file is read, checked and written under its lock; every check comes before the first write.
+    # The labels file is read, checked and written under its lock.
     with reg.locked(labels_path):
         text, labels = reg.read_labels_file(labels_path)
         reg.check_new(store, name, run.log, _labels_elsewhere(cfg, labels_path), labels)
@@ -145,10 +146,9 @@ def _then_text(lab) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ..analysis.gate import load_config
     from ..analysis.regressions import rows, rule_of
     from ..realruns.regressions import read_labels_file
-    cfg = load_config(args.config)
+    cfg = gate_config(args.config)
     _, labels = read_labels_file(Path(args.labels))
     found, warnings = rows(Path(args.store), labels, cfg)
     for w in warnings:

@@ -1,5 +1,6 @@
-"""`imprint replay`: runs through the novelty and patience rule: round logs,
-our traces, and other agents' raw trajectories (converted in memory)."""
+"""`imprint replay`: runs through a stop rule (by default the record's novelty
+and patience rule): round logs, our traces, and other agents' raw
+trajectories (converted in memory)."""
 from __future__ import annotations
 
 import argparse
@@ -7,29 +8,34 @@ import json
 
 from imprint_core.errors import UserInputError
 
+from imprint_core.novelty import NORMALIZATIONS
+
 from ..conventions import EXIT_OK
 from ..realruns.rounds import PATIENCE
+from .ruleargs import add_rule_options, rule_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    rp = sub.add_parser("replay", help="replay runs through the novelty and patience rule",
-                        description="Print, per run, the round where the no-progress rule stops (or that it never "
+    rp = sub.add_parser("replay", help="replay runs through a stop rule (default: the record's novelty and patience)",
+                        description="Print, per run, the round where the stop rule stops (or that it never "
                                     "stops) and the rounds judged as progress. Takes imprint-rounds/1 logs, our "
                                     "traces and raw trajectories of other agents (any format `imprint import` reads; "
                                     "converted in memory, nothing written), files or folders.")
     rp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     rp.add_argument("--patience", type=int, default=PATIENCE.default,
                     help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max})")
-    rp.add_argument("--normalization", default=None, help="none, basic or default (default: default)")
+    rp.add_argument("--normalization", default=None, metavar="|".join(NORMALIZATIONS),
+                    help="how results are normalized before fingerprinting: none, basic, or a profile of "
+                         "volatile-token masks (default: default)")
     rp.add_argument("--novelty", action="append", metavar="FIELD=VALUE",
                     help="set any NoveltyConfig field (repeatable), e.g. min_new_shingles=5")
+    add_rule_options(rp)
     rp.add_argument("--json", action="store_true", help="one JSON object per line")
     rp.set_defaults(fn=run)
 
 
 def novelty_config(args: argparse.Namespace):
     """The NoveltyConfig of `--normalization` and `--novelty FIELD=VALUE`."""
-    from imprint_core.novelty import NORMALIZATIONS
     from ..realruns.noveltyfields import make_config, parse_assignment
     overrides = {}
     for text in args.novelty or []:
@@ -61,15 +67,25 @@ def run(args: argparse.Namespace) -> int:
     if not runs:
         raise UserInputError("no runs found", file=" ".join(args.paths),
                              expected="round logs, traces or raw trajectories")
-    results = [(rf, replay(rf.log, patience=args.patience, config=cfg)) for rf in runs]
+    spec, params = rule_of(args)
+    if spec == "record" and not params:
+        results = [(rf, replay(rf.log, patience=args.patience, config=cfg)) for rf in runs]
+        rule_words = f"patience {args.patience}, {describe(cfg)}"
+    else:
+        from imprint_core.stoprules import build, resolve
+        from ..realruns.rounds import replay_with
+        info = resolve(spec)
+        build(info, params)          # a bad parameter is one error, before any run
+        results = [(rf, replay_with(rf.log, lambda: build(info, params))) for rf in runs]
+        rule_words = info.name + "".join(f", {k}={v}" for k, v in params.items())
     if args.json:
         for rf, r in results:
             print(json.dumps(r.to_dict() | {"file": rf.display, "kind": rf.kind}))
         return EXIT_OK
     for rf, r in results:
-        stop = f"stops at round {r.stop_round} ({r.stop_reason})" if r.stop_round else "never stops"
+        stop = f"stops at round {r.stop_round} ({r.detail or r.stop_reason})" if r.stop_round else "never stops"
         print(f"{rf.display}: {r.rounds} rounds, {stop}; progress rounds {r.progress_rounds}")
     stopped = [r.stop_round for _, r in results if r.stop_round]
-    print(f"{len(results)} run(s): {len(stopped)} stopped by no_progress (patience {args.patience}, "
-          f"{describe(cfg)})" + (f" at rounds {sorted(stopped)}" if stopped else ""))
+    print(f"{len(results)} run(s): {len(stopped)} stopped by no_progress ({rule_words})"
+          + (f" at rounds {sorted(stopped)}" if stopped else ""))
     return EXIT_OK

@@ -3,29 +3,47 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK
-from .inputs import default_inputs, incomplete_runs
+from .console import progress
+from .inputs import DEFAULT_GATE_CONFIG, default_inputs, gate_config, gate_inputs, incomplete_runs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="write the HTML/Markdown report with plots from traces",
         description="Write index.html (images beside it), summary.md and PNG plots from traces and round logs: "
-                    "estimates against measurements per provider, reserve against prefix-refund, budget use per "
-                    "round, novelty timelines, stop reasons and final modes, deadline overshoot.",
-        epilog="Without TRACES: traces/ (committed local and recorded-server traces, without traces/runs/) and "
-               "the newest run folder under traces/runs/.")
+                    "for labelled runs first the stop rule's accuracy (premature stops and loops caught per corpus, "
+                    "with the runs it got wrong), then estimates against measurements per provider, reserve against "
+                    "prefix-refund, budget use per round, novelty timelines, stop reasons and final modes, deadline "
+                    "overshoot.",
+        epilog=f"Without TRACES: the gate config's [inputs] as `imprint check` reads them (traces/ without "
+               f"traces/runs/, the newest run folder under traces/runs/, the configured round logs), or, with no "
+               f"gate config, traces/ and the newest run folder. Labelled runs are judged as the gate judges them: "
+               f"round logs and raw trajectories replayed with the config's stop rule, against the labels files "
+               f"(--labels, default: the config's inputs.labels).")
     p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; its plots are replaced)")
+    p.add_argument("--labels", action="append", metavar="FILE",
+                   help="labels file (repeatable; default: the gate config's inputs.labels)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help=f"the gate config whose stop rule and labels judge labelled runs (default "
+                        f"{DEFAULT_GATE_CONFIG} where it exists)")
     p.add_argument("--select", action="append", default=[], metavar="RUN",
                    help="a run (scenario name, file stem or run id) for the per-run plots; repeatable "
                         "(default: a spread of stop reasons, writes, errors, asks and providers)")
+    p.add_argument("--compare", default=None, metavar="FILE",
+                   help="imprint compare's compare.json to show as a section (without TRACES: reports/compare/compare.json "
+                        "where it exists; `none` for no such section)")
     p.add_argument("--max-runs", type=int, default=6, metavar="N", help="panels in the per-run plots (default 6)")
     p.add_argument("--title", default="Imprint research-loop report")
     p.set_defaults(fn=run)
+
+
+DEFAULT_COMPARISON = "reports/compare/compare.json"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,20 +51,46 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.report import write_report
     if args.max_runs < 1:
         raise UserInputError(f"{args.max_runs} panels", key="--max-runs", expected="1 or more")
-    paths = args.paths
+    cfg = gate_config(args.config or DEFAULT_GATE_CONFIG) if args.config or Path(DEFAULT_GATE_CONFIG).exists() else None
+    paths, notes = list(args.paths), []
     if not paths:
-        paths = default_inputs(["traces"], True, "traces/runs")
-        for p in incomplete_runs("traces/runs"):
-            print(f"note: incomplete run {p} (interrupted before its summary.json); skipped", file=sys.stderr)
+        paths, notes = gate_inputs(cfg.inputs) if cfg else (default_inputs(["traces"], True, "traces/runs"), [])
+        if cfg is None:   # gate_inputs names the incomplete runs itself
+            notes += [f"incomplete run {p} (interrupted before its summary.json); skipped"
+                      for p in incomplete_runs("traces/runs")]
         if not paths:
             raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
-    frames = load_frames(paths)
-    if frames.runs.empty:
-        raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
-    for w in frames.warnings:
+    from ..analysis.gate import judged_runs, novelty_config
+    from ..realruns.labels import LOOP_SLACK, load_labels
+    from ..realruns.noveltyfields import describe
+    label_files = args.labels if args.labels is not None else cfg.inputs["labels"] if cfg else []
+    with progress("report", "reading and replaying the inputs") as step:
+        if cfg is None:
+            frames, slack, rule = load_frames(paths), LOOP_SLACK, ""
+        else:
+            ps = cfg.premature_stops
+            frames = load_frames(paths, patience=ps["patience"], novelty=novelty_config(cfg),
+                                 user_turns=ps["user_turns"], rule=ps["rule"], rule_params=ps["rule_params"])
+            slack = ps["loop_slack"]
+            rule = (f"Round logs and raw trajectories are replayed at patience {ps['patience']}, "
+                    f"{describe(novelty_config(cfg))}, user turns {ps['user_turns']} ({cfg.path}); traces are "
+                    f"judged by the stop they recorded.")
+        if frames.runs.empty:
+            raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
+        judged = judged_runs(frames, load_labels(label_files), slack) if label_files else []
+        step("drawing the plots")
+        # The committed comparison belongs to the default inputs; given TRACES, only --compare adds one.
+        comparison = None if args.compare == "none" else Path(args.compare) if args.compare else \
+            Path(DEFAULT_COMPARISON) if not args.paths and Path(DEFAULT_COMPARISON).exists() else None
+        if comparison is not None and not comparison.is_file():
+            raise UserInputError("no such file", file=str(comparison), key="--compare",
+                                 expected="the compare.json that `imprint compare` wrote")
+        written = write_report(frames, args.out, title=args.title, select=args.select, max_runs=args.max_runs,
+                               judged=judged, rule=rule, comparison=comparison)
+    for w in notes + list(frames.warnings):
         print(f"warning: {w}", file=sys.stderr)
-    written = write_report(frames, args.out, title=args.title, select=args.select, max_runs=args.max_runs)
     n_traces = int((frames.runs["source"] == "trace").sum())
-    print(f"wrote {written['index.html']} ({len(written) - 2} plot(s), {n_traces} trace(s), "
-          f"providers: {', '.join(frames.providers) or 'none'})")
+    n_logs = int((frames.runs["source"] == "roundlog").sum())
+    print(f"wrote {written['index.html']} ({len(written) - 2} plot(s), {n_traces} trace(s), {n_logs} round log(s), "
+          f"{len(judged)} labelled; providers: {', '.join(frames.providers) or 'none'})")
     return EXIT_OK

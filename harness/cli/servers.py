@@ -17,13 +17,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Set up and start the OpenAI-compatible servers used to record.")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     p_setup = actions.add_parser("setup", help="create the servers' venv and install the servers (idempotent)")
-    p_setup.add_argument("kinds", nargs="*", choices=list(SERVER_KINDS), default=[])
+    # argparse tests an empty `nargs="*"` list against `choices` as one value and refuses it: check each kind instead
+    p_setup.add_argument("kinds", nargs="*", type=_kind, default=[], metavar="KIND",
+                         help=f"{' or '.join(SERVER_KINDS)} (default: both)")
     p_setup.add_argument("--force", action="store_true", help="reinstall even if set up")
     p_start = actions.add_parser("start", help="start a server and keep it running until Ctrl-C")
     p_start.add_argument("kind", choices=list(SERVER_KINDS))
     p_start.add_argument("--port", type=int, default=None)
     actions.add_parser("status", help="what is set up")
     p.set_defaults(fn=run)
+
+
+def _kind(text: str) -> str:
+    if text not in SERVER_KINDS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(SERVER_KINDS)})")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,33 +11,16 @@ from pathlib import Path
 
 from imprint_core.errors import UserInputError
 
-from ..conventions import EXIT_OK, REPO_ROOT
+from ..conventions import EXIT_OK
 from ..realruns.labels import LOOP_SLACK
 from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 from ..realruns.rounds import PATIENCE, USER_TURNS
-from .console import console
+from .console import console, progress
+from .corpora import DEFAULT_CORPORA, add_corpus_options, corpora_from  # noqa: F401  (corpora_from: bench_tune)
 
 PATIENCE_RANGE = f"{PATIENCE.min}-{PATIENCE.max}"
 DEFAULT_OUT = "reports/tune"
-DEFAULT_CORPORA = (
-    ("../shared/data/roundlogs/tau-bench-airline", "scenarios/labels/labels-tau-bench.yaml"),
-    ("../shared/data/raw/mini-swe-agent", "scenarios/labels/labels-mini-swe-agent.yaml"),
-    ("../shared/data/raw/who-and-when", "scenarios/labels/labels-who-and-when.yaml"),
-    (REGRESSION_STORE, REGRESSION_LABELS),
-)
-"""Relative to the repository root: the three labelled corpora of issue 13, and
-the regressions (`imprint regress add`) once there is one."""
 DEFAULT_STRICT = ("tau-bench", REGRESSIONS)
-
-
-class _Ordered(argparse.Action):
-    """Keeps `--corpus` and `--labels` in the order given: each `--labels`
-    closes a corpus of the `--corpus` paths before it."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        events = list(getattr(namespace, "corpus_events", None) or [])
-        events.append((self.dest, values))
-        namespace.corpus_events = events
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,17 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="Without --corpus: the three labelled corpora (tau-bench round logs, mini-swe-agent and Who&When raw "
                f"trajectories beside the repository) and the regressions ({REGRESSION_STORE}, labelled in "
                f"{REGRESSION_LABELS}) once `imprint regress add` has stored one. Labels files: see "
-               "scenarios/labels/README.md. A corpus is named after its labels file (labels-tau-bench.yaml: "
+               "scenarios/labels/README.md. Default paths are relative to the current directory (run it from the "
+               "repository root). A corpus is named after its labels file (labels-tau-bench.yaml: "
                "tau-bench); the regressions corpus is always tuned on, never held out.")
-    p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="run files or folders of a first corpus, as if given with --corpus before all else")
-    p.add_argument("--corpus", action=_Ordered, dest="corpus", metavar="PATH",
-                   help="run files or folders of one corpus (repeatable; the next --labels closes the corpus)")
-    p.add_argument("--labels", action=_Ordered, dest="labels", metavar="FILE",
-                   help="the labels file of the --corpus paths given before it")
+    add_corpus_options(p)
     p.add_argument("--grid", action="append", metavar="FIELD=V1,V2,...",
                    help="a NoveltyConfig field and its values (repeatable); given, it replaces the default grid "
-                        "(normalization × min_new_shingles × containment_threshold) and fields it does not name stay "
+                        "(min_new_shingles × fingerprint_unit) and fields it does not name stay "
                         "at their shipped values")
     p.add_argument("--patience", default=PATIENCE_RANGE,
                    help=f"patience values: a range {PATIENCE_RANGE} or a list 3,4,5 (default {PATIENCE_RANGE})")
@@ -86,6 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="on-disk cache of per-round novelty (default: $IMPRINT_CACHE_DIR/tune or the user cache dir)")
     p.add_argument("--no-disk-cache", action="store_true", help="keep the novelty cache in memory only")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
+    p.add_argument("--rule", default=None, metavar="RULE",
+                   help="tune another stop rule's parameters instead (a name from `imprint rules` or FILE.py:FACTORY): "
+                        "--grid then names its parameters, e.g. --rule gemini-cli --grid threshold=2,3,4,5; "
+                        "--patience does not apply")
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     p.set_defaults(fn=run)
 
@@ -106,43 +89,6 @@ def parse_patience(text: str) -> list[int]:
     return values
 
 
-def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
-    """The `--corpus ... --labels FILE` groups, or the default corpora that exist."""
-    from ..analysis.sweep import Corpus
-    from ..realruns.labels import load_labels
-    events = [("corpus", p) for p in getattr(args, "paths", None) or []] + list(getattr(args, "corpus_events", None) or [])
-    notes: list[str] = []
-    if not events:
-        out = []
-        for data, labels in DEFAULT_CORPORA:
-            d, lab = (REPO_ROOT / data).resolve(), REPO_ROOT / labels
-            if labels == REGRESSION_LABELS:
-                if lab.exists() and len(load_labels([lab])):
-                    out.append(Corpus([str(d)], str(lab)))
-            elif d.exists():
-                out.append(Corpus([str(d)], str(lab)))
-            else:
-                notes.append(f"default corpus {d} not found; skipped")
-        if not out:
-            raise UserInputError("none of the default corpora is there", file=str(REPO_ROOT / DEFAULT_CORPORA[0][0]),
-                                 expected="--corpus PATH --labels FILE")
-        return out, notes
-    out, pending = [], []
-    for dest, value in events:
-        if dest == "corpus":
-            pending.append(value)
-        elif not pending:
-            raise UserInputError(f"--labels {value} has no --corpus before it", key="--labels",
-                                 expected="--corpus PATH [--corpus PATH ...] --labels FILE, per corpus")
-        else:
-            out.append(Corpus(pending, value))
-            pending = []
-    if pending:
-        raise UserInputError(f"--corpus {pending[-1]} has no --labels after it", key="--corpus",
-                             expected="--corpus PATH [--corpus PATH ...] --labels FILE, per corpus")
-    return out, notes
-
-
 def grid_from(args: argparse.Namespace) -> tuple[dict, list[str]]:
     from ..realruns.noveltyfields import default_grid, fields, parse_assignment
     if not args.grid:
@@ -154,6 +100,26 @@ def grid_from(args: argparse.Namespace) -> tuple[dict, list[str]]:
             raise UserInputError(f"--grid names {name} twice", key="--grid", expected="each field once")
         grid[name] = values
     return grid, [f for f in fields() if f not in grid]
+
+
+def rule_grid_from(args: argparse.Namespace) -> dict:
+    """`--grid PARAM=V1,V2` for another rule: its parameters, values converted by their defaults' types."""
+    from imprint_core.stoprules import convert, resolve
+    info = resolve(args.rule)
+    if not args.grid:
+        raise UserInputError(f"--rule {args.rule} needs --grid PARAM=V1,V2,... to sweep", key="--grid",
+                             expected="parameters: " + (", ".join(f"{k} (default {v!r})" for k, v in info.params.items()
+                                                                  if k != "novelty") or "none"))
+    grid: dict = {}
+    for text in args.grid:
+        name, sep, values = text.partition("=")
+        name = name.strip()
+        if not sep or not values.strip():
+            raise UserInputError(f"{text!r} is not PARAM=V1,V2,...", key="--grid", expected="e.g. threshold=2,3,4")
+        if name in grid:
+            raise UserInputError(f"--grid names {name} twice", key="--grid", expected="each parameter once")
+        grid[name] = [convert(info, name, v.strip(), key="--grid") for v in values.split(",") if v.strip()]
+    return grid
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,8 +139,12 @@ def run(args: argparse.Namespace) -> int:
                              expected="0 to 1")
     if args.jobs is not None and args.jobs < 1:
         raise UserInputError(f"{args.jobs} jobs", key="--jobs", expected="1 or more")
-    grid, held = grid_from(args)
-    configs = expand(grid)
+    other_rule = args.rule not in (None, "record")
+    if other_rule:
+        grid, held, configs = rule_grid_from(args), [], []
+    else:
+        grid, held = grid_from(args)
+        configs = expand(grid)
     corpora, notes = corpora_from(args)
     names = {c.name for c in corpora}
     strict = tuple(s for s in (args.strict or [d for d in DEFAULT_STRICT if d != REGRESSIONS or d in names])
@@ -183,21 +153,34 @@ def run(args: argparse.Namespace) -> int:
     for s in unknown:
         notes.append(f"--strict {s}: no corpus of that name")
     started = time.perf_counter()
-    runs, warnings = load_corpora(corpora, args.user_turns)
-    loaded = time.perf_counter() - started
-    for w in notes + warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir())
-    t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
-             rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
-             scheduler=args.scheduler, cache=cache)
-    elapsed = time.perf_counter() - started
-    st = t.stats
-    timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
-              f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in {elapsed - loaded:.1f} s on "
-              f"{st.where}: {st.computed} (run, config) pair(s) computed, {st.memory} from memory, {st.disk} from disk")
-    command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
-    written = write_outputs(t, Path(args.out), command, timing)
+    with progress("tune", f"loading {len(corpora)} corpora", enabled=not args.json) as step:
+        runs, warnings = load_corpora(corpora, args.user_turns)
+        loaded = time.perf_counter() - started
+        for w in notes + warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        cache = ProgressCache(None if args.no_disk_cache else Path(args.cache_dir) if args.cache_dir
+                              else default_cache_dir())
+        step(f"sweeping over {len(runs)} runs")
+        if other_rule:
+            from ..analysis.tune import tune_rule
+            t = tune_rule(runs, args.rule, grid, split=Split(args.holdout, args.folds, args.seed),
+                          rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs, cache=cache)
+            elapsed = time.perf_counter() - started
+            timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(t.scores.settings)} setting(s) "
+                      f"of {args.rule}; loaded in {loaded:.1f} s, replayed in {elapsed - loaded:.1f} s")
+        else:
+            t = tune(runs, configs, patiences, grid=grid, held=held, split=Split(args.holdout, args.folds, args.seed),
+                     rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs,
+                     scheduler=args.scheduler, cache=cache)
+            elapsed = time.perf_counter() - started
+            st = t.stats
+            timing = (f"{len(runs)} labelled run(s) in {len(corpora)} corpora, {len(configs)} novelty config(s) × "
+                      f"{len(patiences)} patience value(s); loaded in {loaded:.1f} s, swept in "
+                      f"{elapsed - loaded:.1f} s on {st.where}: {st.computed} (run, config) pair(s) computed, "
+                      f"{st.memory} from memory, {st.disk} from disk")
+        command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
+        step("writing the results")
+        written = write_outputs(t, Path(args.out), command, timing)
     if args.json:
         print(json.dumps(recommendation(t, command), indent=2, default=str))
         return EXIT_OK
@@ -213,7 +196,8 @@ def _print(t, timing: str, written: list[Path]) -> None:
     s = t.scores.settings[t.best]
     table = Table(title=f"imprint tune: recommended {s.label()}" + ("" if t.feasible else " (constraints not met)"))
     shipped = t.scores.settings[t.shipped]
-    for col in ("corpus", "part", "recommended", f"shipped (patience {shipped.patience}, shipped novelty config)"):
+    words = f"patience {shipped.patience}, shipped novelty config" if shipped.patience is not None else shipped.label()
+    for col in ("corpus", "part", "recommended", f"shipped ({words})"):
         table.add_column(col)
     for c in [*t.corpora, None]:
         for part in PARTS:

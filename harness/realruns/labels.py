@@ -40,7 +40,7 @@ from imprint_core.errors import UserInputError
 from ..yamlsource import line_of, load_yaml
 
 LABELS_FORMAT = "imprint-labels/1"
-RUN_KEYS = ("should_not_stop_before", "loops", "note", "source", "added", "when_added")
+RUN_KEYS = ("should_not_stop_before", "loops", "repeats", "note", "source", "added", "when_added")
 LOOP_KEYS = ("start", "end", "period")
 VERDICT_KEYS = ("stop_round", "holds", "rule")
 LOOP_FORMS = "[first round, last round] or {start: A, end: B, period: P}"
@@ -71,6 +71,7 @@ class RunLabel:
     source: str = ""                       # where the run came from (a path), where known
     added: str = ""                        # the date it was labelled (YYYY-MM-DD), where known
     when_added: Verdict | None = None      # what the stop rule did with it then, where recorded
+    repeats: tuple[tuple[int, int], ...] = ()   # single repetitions: kept, never judged (README: a repeat is no loop)
 
     @property
     def useful(self) -> bool:
@@ -145,55 +146,16 @@ def parse_labels(text: str, name: str) -> Labels:
             if key not in RUN_KEYS:
                 raise UserInputError("unknown key", file=name, line=line_of(lines, loc + (key,)), key=f"{where}.{key}",
                                      expected=", ".join(RUN_KEYS))
-        if "should_not_stop_before" not in body and "loops" not in body:
-            raise UserInputError("a label needs should_not_stop_before or loops", file=name, line=line, key=where,
-                                 expected="should_not_stop_before: N and/or loops: [A, B]")
+        if not {"should_not_stop_before", "loops", "repeats"} & set(body):
+            raise UserInputError("a label needs should_not_stop_before, loops or repeats", file=name, line=line,
+                                 key=where, expected="should_not_stop_before: N and/or loops: [A, B]")
         snsb = None
         if "should_not_stop_before" in body:
             k = loc + ("should_not_stop_before",)
             snsb = _int(body["should_not_stop_before"], name, line_of(lines, k), f"{where}.should_not_stop_before",
                         "a round number (1 or more)")
-        loops: list[tuple[int, int, int | None]] = []
-        if "loops" in body:
-            k = loc + ("loops",)
-            raw = body["loops"]
-            single = isinstance(raw, dict) or isinstance(raw, list) and len(raw) == 2 \
-                and not any(isinstance(x, (list, dict)) for x in raw)
-            pairs = [raw] if single else raw
-            if not isinstance(pairs, list) or not pairs:
-                raise UserInputError("loops must be one loop or a list of loops", file=name, line=line_of(lines, k),
-                                     key=f"{where}.loops", expected=LOOP_FORMS)
-            for i, pair in enumerate(pairs):
-                kk = f"{where}.loops" + ("" if single else f"[{i}]")
-                ploc = k + (() if single else (i,))
-                pline = line_of(lines, ploc)
-                period = None
-                if isinstance(pair, dict):
-                    for key in pair:
-                        if key not in LOOP_KEYS:
-                            raise UserInputError("unknown key", file=name, line=line_of(lines, ploc + (key,)),
-                                                 key=f"{kk}.{key}", expected=", ".join(LOOP_KEYS))
-                    for key in ("start", "end"):
-                        if key not in pair:
-                            raise UserInputError("required key is missing", file=name, line=pline,
-                                                 key=f"{kk}.{key}", expected="a round number (1 or more)")
-                    if "period" in pair:
-                        period = _int(pair["period"], name, line_of(lines, ploc + ("period",)), f"{kk}.period",
-                                      "rounds per repetition (1 or more; 2: A B A B)")
-                    pair = [pair["start"], pair["end"]]
-                if not isinstance(pair, list) or len(pair) != 2:
-                    raise UserInputError(f"{pair!r} is not a loop", file=name, line=pline, key=kk,
-                                         expected=LOOP_FORMS)
-                a = _int(pair[0], name, pline, kk, "a round number (1 or more)")
-                b = _int(pair[1], name, pline, kk, "a round number (1 or more)")
-                if b < a:
-                    raise UserInputError(f"loop [{a}, {b}] ends before it starts", file=name, line=pline, key=kk,
-                                         expected="A <= B")
-                if period is not None and period >= a:
-                    raise UserInputError(f"period {period}: round {a} cannot repeat round {a - period}", file=name,
-                                         line=line_of(lines, ploc + ("period",)), key=f"{kk}.period",
-                                         expected=f"1 to {a - 1}: each round repeats the one P rounds before it")
-                loops.append((a, b, period))
+        loops = _spans(body, "loops", name, lines, loc, where, line)
+        repeats = _spans(body, "repeats", name, lines, loc, where, line)
         for key in ("note", "source"):
             if not isinstance(body.get(key, ""), str):
                 raise UserInputError(f"{key} must be text", file=name, line=line_of(lines, loc + (key,)),
@@ -206,10 +168,58 @@ def parse_labels(text: str, name: str) -> Labels:
                                  key=f"{where}.added", expected="YYYY-MM-DD")
         when = _verdict(body["when_added"], name, lines, loc + ("when_added",), f"{where}.when_added") \
             if "when_added" in body else None
-        loops.sort(key=lambda x: x[:2])
         out.runs[run] = RunLabel(run, snsb, tuple((a, b) for a, b, _ in loops), body.get("note", ""), name, line,
-                                 tuple(p for _, _, p in loops), body.get("source", ""), added, when)
+                                 tuple(p for _, _, p in loops), body.get("source", ""), added, when,
+                                 tuple((a, b) for a, b, _ in repeats))
     return out
+
+
+def _spans(body: dict, what: str, file: str, lines: dict, loc: tuple, where: str,
+           line: int | None) -> list[tuple[int, int, int | None]]:
+    """`loops` or `repeats` of a run's label: stretches [A, B] or {start, end, period}, sorted."""
+    loops: list[tuple[int, int, int | None]] = []
+    if what in body:
+        k = loc + (what,)
+        raw = body[what]
+        single = isinstance(raw, dict) or isinstance(raw, list) and len(raw) == 2 \
+            and not any(isinstance(x, (list, dict)) for x in raw)
+        pairs = [raw] if single else raw
+        if not isinstance(pairs, list) or not pairs:
+            raise UserInputError(f"{what} must be one stretch or a list of them", file=file, line=line_of(lines, k),
+                                 key=f"{where}.{what}", expected=LOOP_FORMS)
+        for i, pair in enumerate(pairs):
+            kk = f"{where}.{what}" + ("" if single else f"[{i}]")
+            ploc = k + (() if single else (i,))
+            pline = line_of(lines, ploc)
+            period = None
+            if isinstance(pair, dict):
+                for key in pair:
+                    if key not in LOOP_KEYS:
+                        raise UserInputError("unknown key", file=file, line=line_of(lines, ploc + (key,)),
+                                             key=f"{kk}.{key}", expected=", ".join(LOOP_KEYS))
+                for key in ("start", "end"):
+                    if key not in pair:
+                        raise UserInputError("required key is missing", file=file, line=pline,
+                                             key=f"{kk}.{key}", expected="a round number (1 or more)")
+                if "period" in pair:
+                    period = _int(pair["period"], file, line_of(lines, ploc + ("period",)), f"{kk}.period",
+                                  "rounds per repetition (1 or more; 2: A B A B)")
+                pair = [pair["start"], pair["end"]]
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise UserInputError(f"{pair!r} is not a loop", file=file, line=pline, key=kk,
+                                     expected=LOOP_FORMS)
+            a = _int(pair[0], file, pline, kk, "a round number (1 or more)")
+            b = _int(pair[1], file, pline, kk, "a round number (1 or more)")
+            if b < a:
+                raise UserInputError(f"loop [{a}, {b}] ends before it starts", file=file, line=pline, key=kk,
+                                     expected="A <= B")
+            if period is not None and period >= a:
+                raise UserInputError(f"period {period}: round {a} cannot repeat round {a - period}", file=file,
+                                     line=line_of(lines, ploc + ("period",)), key=f"{kk}.period",
+                                     expected=f"1 to {a - 1}: each round repeats the one P rounds before it")
+            loops.append((a, b, period))
+    loops.sort(key=lambda x: x[:2])
+    return loops
 
 
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from imprint_core.errors import UserInputError
-from imprint_core.rounds import classify_round
-from imprint_core.novelty import NoveltyConfig, NoveltyTracker, PatienceRule
+from imprint_core.novelty import NoveltyConfig, PatienceRule
+from imprint_core.stoprules import CallView, RoundView, Rule, build as build_rule
+from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
 from imprint_core.settings import SPECS, atomic_write_text
 from imprint_core.trace import read_trace
@@ -157,23 +158,72 @@ class ReplayResult:
     stop_reason: str | None
     progress_rounds: list[int]
     patience_by_round: list[int] = field(default_factory=list)
+    detail: str | None = None       # the rule's reason for its stop
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "rounds": self.rounds, "stop_round": self.stop_round,
-                "stop_reason": self.stop_reason, "progress_rounds": self.progress_rounds}
+        out = {"file": self.file, "rounds": self.rounds, "stop_round": self.stop_round,
+               "stop_reason": self.stop_reason, "progress_rounds": self.progress_rounds}
+        if self.detail:
+            out["stop_detail"] = self.detail
+        return out
+
+
+def call_view(c: RoundCall) -> CallView:
+    return CallView(c.tool, c.args, c.kind, c.status, c.result, tuple(c.segments) if c.segments is not None else None)
+
+
+def round_view(rnd: Round) -> RoundView:
+    """A round of a log as the loop would show it to its stop rule."""
+    return RoundView.of(rnd.number, (call_view(c) for c in rnd.calls))
+
+
+RuleFactory = Callable[[], Rule]
+
+
+def record_factory(patience: int = PATIENCE.default, config: NoveltyConfig | None = None) -> RuleFactory:
+    cfg = config or NoveltyConfig()
+    return lambda: build_rule("record", {"patience": patience, "novelty": cfg})
+
+
+@dataclass
+class RuleReplay:
+    """A run replayed through a stop rule: the first stop (None: none), its
+    reason, and per round the reply it belongs to, its kind and the rule's notes."""
+    stop_round: int | None
+    reason: str | None
+    rounds: list[tuple[int, RoundView, dict[str, Any]]] = field(default_factory=list)
+
+
+def replay_rule(log: RoundLog, factory: RuleFactory, user_turns: str = "reset", *, to_end: bool = True) -> RuleReplay:
+    """Every round of `log` through one rule, reset at the start of each
+    reply. The rule keeps observing after its first stop when `to_end`
+    (figures for every round); only the first stop counts."""
+    rule = factory()
+    out = RuleReplay(None, None)
+    for reply_no, reply in enumerate(replies(log, user_turns), start=1):
+        if reply_no > 1:
+            rule.reset()
+        for rnd in reply.rounds:
+            view = round_view(rnd)
+            why = rule.observe(view)
+            out.rounds.append((reply_no, view, dict(rule.notes())))
+            if why and out.stop_round is None:
+                out.stop_round, out.reason = rnd.number, why
+                if not to_end:
+                    return out
+    return out
 
 
 def round_progress(log: RoundLog, config: NoveltyConfig) -> list[tuple[str, bool]]:
-    """Per round: its kind (read, write, ask) and whether it made progress.
-    Computed once per normalization; patience values reuse it (the tuner)."""
-    tracker = NoveltyTracker(config)
+    """Per round: its kind (read, write, ask) and whether it made progress,
+    by the record's rule. Computed once per novelty config; patience values
+    reuse it (the tuner)."""
+    rule = RecordRule(PATIENCE.max, config)
     out = []
     for rnd in log.rounds:
-        # Evidence is what reads returned; writes and answers are not fingerprinted.
-        # The call's own arguments echoed in its result are not evidence.
-        judged = [tracker.judge(c.status, c.result, c.segments, c.args) for c in rnd.calls if c.kind == "read"]
-        novelty = tracker.commit_round(judged)
-        out.append(classify_round(((c.kind, c.status) for c in rnd.calls), novelty_progress=novelty.progress))
+        view = round_view(rnd)
+        rule.observe(view)
+        out.append((view.kind, bool(rule.notes()["progress"])))
     return out
 
 
@@ -196,6 +246,15 @@ def replay(log: RoundLog, *, patience: int = PATIENCE.default, normalization: st
     stop, counters = apply_patience(progress, patience)
     return ReplayResult(log.path, len(log.rounds), stop, "no_progress" if stop else None,
                         [i for i, (_, made) in enumerate(progress, start=1) if made], counters)
+
+
+def replay_with(log: RoundLog, factory: RuleFactory, user_turns: str = "reset") -> ReplayResult:
+    """`replay` under any stop rule (progress rounds where the rule notes them)."""
+    r = replay_rule(log, factory, user_turns)
+    return ReplayResult(log.path, len(log.rounds), r.stop_round, "no_progress" if r.stop_round else None,
+                        [v.index for _, v, n in r.rounds if n.get("progress")],
+                        [n.get("patience_counter") for _, _, n in r.rounds if n.get("patience_counter") is not None],
+                        r.reason)
 
 
 def reply_starts(log: RoundLog, user_turns: str = "reset") -> list[int]:

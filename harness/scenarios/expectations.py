@@ -1,7 +1,6 @@
 """A run's result and trace judged against the scenario's `expect`."""
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -9,8 +8,7 @@ from typing import Any
 from imprint_core.loop import ResearchResult
 
 from .model import ExpectSpec, Range
-
-_SELECTOR = re.compile(r"^(?P<type>[a-z_]+)(?:\[(?P<filters>[^\]]*)\])?$")
+from .selectors import parse_selector
 
 
 @dataclass
@@ -39,16 +37,8 @@ def _as_text(v: Any) -> str:
 
 
 def count_events(events: list[dict], selector: str) -> int:
-    m = _SELECTOR.match(selector.strip())
-    if not m:
-        raise ValueError(f"bad event selector {selector!r}; use `type` or `type[key=value,...]`")
-    filters = []
-    for part in (m.group("filters") or "").split(","):
-        if part.strip():
-            k, _, v = part.partition("=")
-            filters.append((k.strip(), v.strip()))
-    return sum(1 for e in events if e.get("type") == m.group("type")
-               and all(_as_text(_get(e, k)) == v for k, v in filters))
+    s = parse_selector(selector)
+    return sum(1 for e in events if e.get("type") == s.type and all(_as_text(_get(e, k)) == v for k, v in s.filters))
 
 
 def _check(failures: list[Failure], what: str, want: int | Range | None, got: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from imprint_core.settings import atomic_write_text
 from imprint_core.events import RequestSettled
 from imprint_core.trace import EventLog, TraceWriter
 
-from ..conventions import REPO_ROOT
 
 PROVIDER_FAULTS = ["http_429", "http_500", "http_503", "connection_reset", "stream_cut", "invalid_tool_json",
                    "unknown_tool", "missing_usage", "empty_choices", "empty_reply"]
@@ -269,15 +269,14 @@ def run_cell(provider_kind: str, fault: str, *, cancel_after: int | None = None,
     events = [json.loads(l) for l in buf.getvalue().splitlines()]
     cell.tool_errors = sum(1 for e in events if e["type"] == "tool_result" and e["status"] == "error")
     cell.problems += check_invariants(loop, result, buf.getvalue())
-    tmp = REPO_ROOT / "traces" / "runs" / ".fault-cell.jsonl"
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(buf.getvalue(), encoding="utf-8")
-    try:
-        read_trace(tmp)
-    except Exception as exc:
-        cell.problems.append(f"trace does not parse: {exc}")
-    finally:
-        tmp.unlink(missing_ok=True)
+    # read_trace reads a file: a private temporary one, never a file of some checkout
+    with tempfile.TemporaryDirectory(prefix="imprint-fault-cell-") as folder:
+        tmp = Path(folder) / "cell.jsonl"
+        tmp.write_text(buf.getvalue(), encoding="utf-8")
+        try:
+            read_trace(tmp)
+        except Exception as exc:
+            cell.problems.append(f"trace does not parse: {exc}")
     return cell
 
 

@@ -19,7 +19,7 @@ from imprint_core.errors import ProviderError, UserInputError
 from imprint_core.providers.scripted import Chunk, ScriptedProvider, Turn
 from imprint_core.types import Clock, Provider, ToolCall
 
-from ..conventions import REPO_ROOT
+from ..conventions import workdir
 from .model import RemoteProviderSpec, Scenario, StubProviderSpec, TurnSpec
 
 if TYPE_CHECKING:
@@ -71,13 +71,25 @@ def build_provider(scn: Scenario, clock: Clock) -> Provider:
     raise UserInputError(f"unknown provider kind {spec.kind!r}", file=scn.source, key="provider.kind")
 
 
+def checkout_of(scn: Scenario) -> Path:
+    """The checkout a scenario belongs to: the folder above its `scenarios/`
+    folder, else the current folder; never the installed package's checkout,
+    so a second clone replays and records its own cassettes."""
+    if scn.source:
+        folder = Path(scn.source).resolve().parent
+        if folder.name == "scenarios":
+            return folder.parent
+    return workdir()
+
+
 def cassette_path(scn: Scenario) -> Path:
     spec = scn.provider
     assert isinstance(spec, RemoteProviderSpec)
+    root = checkout_of(scn)
     if spec.cassette:
-        return REPO_ROOT / spec.cassette
+        return root / spec.cassette
     stem = Path(scn.source).stem if scn.source else scn.name
-    return REPO_ROOT / "traces" / "cassettes" / spec.server / f"{stem}.yaml"
+    return root / "traces" / "cassettes" / spec.server / f"{stem}.yaml"
 
 
 def make_provider(scn: Scenario, clock: Clock, target: Target) -> RemoteProvider:

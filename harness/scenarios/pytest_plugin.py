@@ -1,18 +1,36 @@
 """Scenario files as pytest items: `pytest scenarios/` runs them.
 
-Only *.yaml files directly inside a directory named `scenarios` are
-collected, so malformed fixtures elsewhere are not mistaken for scenarios."""
+Collected: *.yaml files directly inside a directory named `scenarios`, and
+any *.yaml file named on the command line (`pytest /tmp/mine/abab.yaml`).
+Other YAML files (cassettes, malformed fixtures) are not mistaken for
+scenarios; a folder named on the command line that holds some gets a note
+saying why they were left out."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+NOT_COLLECTED = ("imprint scenarios: {n} *.yaml file(s) in {folder} not collected: scenario files are collected "
+                 "directly inside a folder named `scenarios`, or when named on the command line "
+                 "(pytest {folder}/FILE.yaml)")
+
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path):
-    if file_path.suffix == ".yaml" and file_path.parent.name == "scenarios":
+    if file_path.suffix == ".yaml" and (file_path.parent.name == "scenarios" or parent.session.isinitpath(file_path)):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items) -> list[str]:
+    notes = []
+    for arg in config.args:
+        folder = (start_path / arg.split("::")[0]).resolve()
+        if folder.is_dir() and folder.name != "scenarios":
+            n = len(list(folder.glob("*.yaml")))
+            if n:
+                notes.append(NOT_COLLECTED.format(n=n, folder=folder))
+    return notes
 
 
 class ScenarioFile(pytest.File):

@@ -77,7 +77,8 @@ def loop_config(scn: Scenario) -> LoopConfig:
                       section_workers=l.section_workers, **({"system_prompt": l.system_prompt}
                                                              if l.system_prompt else {}),
                       novelty=NoveltyConfig(**{f.name: getattr(l, f.name) for f in dataclasses.fields(NoveltyConfig)
-                                               if f.name in LoopSpec.model_fields}))
+                                               if f.name in LoopSpec.model_fields}),
+                      stop_rule_params=dict(l.stop_rule_params))
 
 
 def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id: str | None = None,

@@ -1,0 +1,116 @@
+"""`imprint compare`: stop rules side by side over the labelled corpora, split
+by task as `imprint tune` splits them; table, Markdown, JSON and a plot."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from imprint_core.errors import UserInputError
+
+from ..conventions import EXIT_OK
+from ..realruns.labels import LOOP_SLACK
+from .console import console
+from .corpora import add_corpus_options, corpora_from
+from .ruleargs import add_rule_options, rules_of
+
+DEFAULT_OUT = "reports/compare"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ..analysis.compare import DEFAULT_RULES
+    p = sub.add_parser(
+        "compare", help="stop rules side by side on the labelled corpora: recall, premature stops, latency, cost",
+        description="Replay every labelled run through each stop rule (by default every built-in at its documented "
+                    "defaults, and the record's rule at the record's patience 4) and report, per rule, corpus and "
+                    "part (dev and held-out, split by task as `imprint tune` splits them): loop recall, premature "
+                    "stops on useful runs, stops before a loop, the median rounds from a loop's start to the stop, "
+                    "and the rounds and estimated tokens spent inside labelled loops before the stop. Writes "
+                    "compare.md, compare.json, compare.png and command.txt under --out.",
+        epilog="Rules: " + ", ".join(DEFAULT_RULES) + " by default; --rule NAME[PARAM=VALUE,...] (repeatable) for "
+               "others, FILE.py:FACTORY for a rule of your own. Corpora as for `imprint tune`.")
+    add_corpus_options(p)
+    add_rule_options(p, many=True)
+    p.add_argument("--user-turns", choices=("reset", "ignore"), default="reset",
+                   help="a user turn starts a new reply with the rule reset (default, as in the loop) or is ignored")
+    p.add_argument("--holdout", type=float, default=0.3, metavar="SHARE", help="share of tasks held out (default 0.3)")
+    p.add_argument("--seed", default="imprint-tune", help="salt of the task hash that splits (default imprint-tune)")
+    p.add_argument("--slack", type=int, default=LOOP_SLACK, metavar="N",
+                   help=f"a stop up to N rounds after a loop's last round still catches it (default {LOOP_SLACK})")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="local processes for the record rule's novelty (default: all cores)")
+    p.add_argument("--no-disk-cache", action="store_true", help="keep the record rule's novelty cache in memory only")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from imprint_core.files import atomic_write_text
+    from ..analysis.compare import DEFAULT_RULES, RuleChoice, compare, markdown, plot, rows
+    from ..analysis.sweep import ProgressCache, default_cache_dir, load_corpora
+    from ..analysis.tune import Split
+    if not 0 <= args.holdout < 1:
+        raise UserInputError(f"{args.holdout} is not a share", key="--holdout", expected="0 to below 1")
+    if args.slack < 0:
+        raise UserInputError(f"{args.slack} is negative", key="--slack", expected="0 or more rounds")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserInputError(f"{args.jobs} jobs", key="--jobs", expected="1 or more")
+    choices = [RuleChoice(label, spec, params) for label, spec, params in rules_of(args, list(DEFAULT_RULES))]
+    from imprint_core.stoprules import build
+    for c in choices:
+        build(c.spec, c.params)           # every rule checked before the corpora are read
+    corpora, notes = corpora_from(args)
+    out = console(stderr=True)
+    with out.status("reading the labelled corpora ...") if out.is_terminal else _nothing():
+        runs, warnings = load_corpora(corpora, args.user_turns)
+    for w in notes + warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    cache = ProgressCache(None if args.no_disk_cache else default_cache_dir())
+    comp = _compare_with_progress(out, runs, choices, Split(args.holdout, 5, args.seed), args, cache, compare)
+    command = shlex.join(["imprint", *getattr(args, "argv", ["compare"])])
+    dest = Path(args.out)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserInputError(f"cannot create the output folder: {exc.strerror}", file=str(dest), key="--out") from None
+    data = comp.to_dict() | {"command": command}
+    atomic_write_text(dest / "compare.json", json.dumps(data, indent=1, default=str) + "\n")
+    atomic_write_text(dest / "compare.md", markdown(comp, command))
+    atomic_write_text(dest / "command.txt", command + "\n")
+    plot(comp, dest / "compare.png")
+    if args.json:
+        print(json.dumps(data, default=str))
+        return EXIT_OK
+    from rich.markup import escape
+    from rich.table import Table
+    table = Table(title=f"imprint compare: {len(choices)} rule(s) over {len(runs)} labelled run(s)")
+    shown = rows(comp)
+    for col in shown[0] if shown else []:
+        table.add_column(col, overflow="fold")
+    for r in shown:
+        table.add_row(*(escape(str(v)) for v in r.values()))
+    console().print(table)
+    console().print(f"wrote compare.md, compare.json, compare.png to {dest}", soft_wrap=True, markup=False)
+    return EXIT_OK
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _compare_with_progress(out, runs, choices, split, args, cache, compare):
+    if not out.is_terminal:
+        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=out, transient=True) as bar:
+        task = bar.add_task("replaying (rule × run)", total=len(runs) * len(choices))
+        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs,
+                       progress=lambda n: bar.advance(task, n))

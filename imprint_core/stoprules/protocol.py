@@ -1,0 +1,119 @@
+"""What a stop rule sees and answers: the public shape a user's rule is written against.
+
+A stop rule is built by a factory, `make(**params) -> rule`, and then:
+
+- `rule.observe(round)` once per round, in order: `None` to go on, or a
+  reason (a short string) to stop research;
+- `rule.reset()` at the start of a new reply (a user turn), as the loop
+  starts each reply with fresh patience and a fresh novelty store.
+
+`round` is a `RoundView`: `.index` (1-based, within the run), `.kind`
+(`read`, `write`, `ask`, or `error` for a coordinator turn that failed or
+brought neither text nor calls) and `.calls`, each a `CallView` with `.tool`,
+`.args` (a dict), `.kind`, `.status` (`ok`, `empty`, `error`, or
+`not_executed` for a call the deadline suppressed) and `.result` (the text).
+
+The loop and every replay of a round log hand the rule the same views, so
+the rule judged on recorded runs is the code that runs live. Budgets (time,
+token reservations) are not a rule's business: they hold under every rule,
+and a rule can only add stops.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+
+ROUND_KINDS = ("read", "write", "ask", "error")
+
+
+@dataclass(frozen=True)
+class CallView:
+    tool: str
+    args: dict[str, Any]
+    kind: str                      # read | write | ask
+    status: str                    # ok | empty | error | not_executed
+    result: str
+    segments: tuple[str, ...] | None = None   # evidence units, where the tool gave them
+
+    @property
+    def action(self) -> str:
+        """The call's identity for repetition rules: tool and arguments, as
+        Gemini CLI keys a call (name, then the arguments' JSON in their order)."""
+        return self.tool + ":" + json.dumps(self.args, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class RoundView:
+    index: int
+    kind: str
+    calls: tuple[CallView, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of(cls, index: int, calls: Iterable[CallView], kind: str | None = None) -> "RoundView":
+        """A round of `calls`; its kind as the record defines it (a batch
+        holding a write is a write round, else one holding an ask an ask
+        round, else a read round) unless given."""
+        calls = tuple(calls)
+        if kind is None:
+            kinds = {c.kind for c in calls}
+            kind = "write" if "write" in kinds else "ask" if "ask" in kinds else "read"
+        return cls(index, kind, calls)
+
+
+@runtime_checkable
+class StopRule(Protocol):
+    """The protocol a user's rule implements (see the module docstring)."""
+
+    def observe(self, round: RoundView) -> str | None: ...
+
+    def reset(self) -> None: ...
+
+
+class Rule:
+    """A convenience base for rules. Besides the protocol it offers `notes()`:
+    what the rule wants written beside each round in the trace (the record's
+    rule: its novelty verdicts and patience counter). A rule that does not
+    subclass it is adapted (`as_rule`) with no notes."""
+
+    name = ""
+
+    def observe(self, round: RoundView) -> str | None:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        pass
+
+    def notes(self) -> dict[str, Any]:
+        """Figures of the last observed round, for the trace; {} by default."""
+        return {}
+
+
+class _Adapted(Rule):
+    def __init__(self, inner: StopRule, name: str):
+        self.inner, self.name = inner, name
+
+    def observe(self, round: RoundView) -> str | None:
+        return self.inner.observe(round)
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+
+def as_rule(obj: Any, name: str = "") -> Rule:
+    """`obj` as a `Rule`: itself when it is one, else wrapped, so the loop
+    and replays call `notes()` on every rule alike. Raises TypeError when
+    `obj` lacks `observe` or `reset`."""
+    if isinstance(obj, Rule):
+        if name and not obj.name:
+            obj.name = name
+        return obj
+    if not isinstance(obj, StopRule):
+        raise TypeError(f"{type(obj).__name__} is not a stop rule: it needs observe(round) and reset()")
+    return _Adapted(obj, name)
+
+
+def calls_of(round: RoundView, kinds: Sequence[str] | None = None) -> list[CallView]:
+    """The calls a rule judges: those that ran (not suppressed by a deadline),
+    optionally of some kinds only."""
+    return [c for c in round.calls if c.status != "not_executed" and (kinds is None or c.kind in kinds)]

@@ -1,0 +1,250 @@
+"""Finding and building stop rules by name: built-ins, entry points, files.
+
+A rule is named by a spec:
+
+- a registered name: a built-in (`record`, `round-cap`, ...) or one that a
+  package declares in the entry-point group `imprint.stop_rules`
+  (`myrule = "mypackage.rules:make"`);
+- `path/to/file.py:make`: a factory in a Python file;
+- `package.module:make`: a factory in an importable module.
+
+A factory's keyword parameters with defaults are the rule's parameters;
+`build` checks the names it is given and converts text (from `--param
+name=value` or a TOML table) to the default's type. Built-ins register with
+`register` exactly as a user's factory would.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..errors import UserInputError
+from .protocol import Rule, as_rule
+
+ENTRY_POINT_GROUP = "imprint.stop_rules"
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    name: str
+    factory: Callable[..., Any] = field(repr=False)
+    params: dict[str, Any]          # name -> default
+    source: str = ""                # where the rule comes from (a peer's file, the record's section)
+    summary: str = ""
+    origin: str = "built-in"        # built-in, entry point, file or module
+    spec: str = ""                  # what names it in `--rule`
+    open_params: bool = False       # takes parameters it does not list (any: NAME.PARAM)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "params": {k: _jsonable(v) for k, v in self.params.items()},
+                "source": self.source, "summary": self.summary, "origin": self.origin, "spec": self.spec or self.name}
+
+
+_BUILTIN: dict[str, RuleInfo] = {}
+
+
+def _jsonable(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str, bool, type(None), list, dict)) else repr(v)
+
+
+def params_of(factory: Callable[..., Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A factory's parameters and their defaults (keyword parameters with a
+    default; `extra` names those a `**kwargs` factory accepts)."""
+    out: dict[str, Any] = {}
+    for p in inspect.signature(factory).parameters.values():
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty:
+            out[p.name] = p.default
+    out.update(extra or {})
+    return out
+
+
+def _open(factory: Callable[..., Any]) -> bool:
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
+
+
+def register(name: str, factory: Callable[..., Any], *, source: str = "", summary: str = "",
+             extra_params: Mapping[str, Any] | None = None, origin: str = "built-in") -> RuleInfo:
+    info = RuleInfo(name, factory, params_of(factory, extra_params), source,
+                    summary or _first_line(factory.__doc__), origin, name, extra_params is None and _open(factory))
+    _BUILTIN[name] = info
+    return info
+
+
+def stop_rule(name: str, *, source: str = "", extra_params: Mapping[str, Any] | None = None):
+    """Decorator form of `register`, for a factory."""
+    def deco(factory):
+        register(name, factory, source=source, extra_params=extra_params)
+        return factory
+    return deco
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().split("\n\n")[0].replace("\n", " ").strip()
+
+
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available() -> list[RuleInfo]:
+    """Every rule that can be named: the built-ins, then entry points."""
+    _load_builtins()
+    out = list(_BUILTIN.values())
+    for name, ep in sorted(_entry_points().items()):
+        if name in _BUILTIN:
+            continue
+        try:
+            out.append(_from_factory(ep.load(), name, "entry point", f"{ep.value}"))
+        except Exception as exc:  # a broken third-party package must not hide the others
+            out.append(RuleInfo(name, _broken(exc), {}, ep.value, f"cannot be loaded: {exc}", "entry point", name))
+    return out
+
+
+def _broken(exc: Exception) -> Callable[..., Any]:
+    def factory(**_):
+        raise UserInputError(f"the rule cannot be loaded: {exc}")
+    return factory
+
+
+def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
+    if not callable(factory):
+        raise UserInputError(f"{spec} is not a factory (a callable that returns a rule)", key="--rule",
+                             expected="make(**params) -> rule")
+    source = spec.rpartition(":")[0] if origin == "file" else getattr(factory, "__module__", "") or spec
+    return RuleInfo(name, factory, params_of(factory), source, _first_line(getattr(factory, "__doc__", None)),
+                    origin, spec, _open(factory))
+
+
+def _load_builtins() -> None:
+    from . import builtin, candidate  # noqa: F401  (register on import)
+
+
+def resolve(spec: str) -> RuleInfo:
+    """The rule a spec names (see the module docstring); UserInputError
+    naming the spec and what is available when it names nothing."""
+    _load_builtins()
+    spec = spec.strip()
+    if spec in _BUILTIN:
+        return _BUILTIN[spec]
+    if ":" not in spec:
+        eps = _entry_points()
+        if spec in eps:
+            try:
+                return _from_factory(eps[spec].load(), spec, "entry point", eps[spec].value)
+            except UserInputError:
+                raise
+            except Exception as exc:
+                raise UserInputError(f"entry point {spec!r} ({eps[spec].value}) cannot be loaded: {exc}",
+                                     key="--rule") from None
+        names = sorted(set(_BUILTIN) | set(eps))
+        raise UserInputError(f"unknown stop rule {spec!r}", key="--rule",
+                             expected="one of " + ", ".join(names) + ", or FILE.py:FACTORY, or MODULE:FACTORY")
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr.isidentifier():
+        raise UserInputError(f"{spec!r} does not name a factory", key="--rule",
+                             expected="FILE.py:FACTORY or MODULE:FACTORY")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        module = _load_file(Path(target))
+        origin = "file"
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise UserInputError(f"cannot import module {target!r}: {exc}", key="--rule") from None
+        origin = "module"
+    if not hasattr(module, attr):
+        defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
+        raise UserInputError(f"{target} defines no {attr!r}", file=target if origin == "file" else None,
+                             key="--rule", expected="one of " + (", ".join(defined) or "(no callables)"))
+    return _from_factory(getattr(module, attr), spec, origin, spec)
+
+
+def _load_file(path: Path):
+    if not path.is_file():
+        raise UserInputError("no such rule file", file=str(path), key="--rule", expected="FILE.py:FACTORY")
+    # The same file always gets the same module name, so a rule rebuilt in a
+    # worker process (tune, compare) is the same module there.
+    name = "_imprint_rule_" + hashlib.blake2b(str(path.resolve()).encode(), digest_size=8).hexdigest()
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserInputError("not a Python file", file=str(path), key="--rule")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise UserInputError(f"syntax error: {exc.msg}", file=str(path), line=exc.lineno, key="--rule") from None
+    except Exception as exc:
+        raise UserInputError(f"the rule file failed while loading: {type(exc).__name__}: {exc}", file=str(path),
+                             key="--rule") from None
+    sys.modules[name] = module
+    return module
+
+
+def convert(info: RuleInfo, name: str, value: Any, key: str = "--param") -> Any:
+    """`value` (text from the command line, or a TOML value) as parameter
+    `name` of `info`, by its default's type; UserInputError naming the key."""
+    if name not in info.params:
+        if info.open_params:
+            return value
+        raise UserInputError(f"rule {info.name!r} has no parameter {name!r}", key=f"{key} {name}",
+                             expected="one of " + (", ".join(info.params) or "(no parameters)"))
+    default = info.params[name]
+    if not isinstance(value, str) or isinstance(default, str) or default is None:
+        return value
+    text = value.strip()
+    try:
+        if isinstance(default, bool):
+            if text.lower() in ("true", "yes", "1", "on"):
+                return True
+            if text.lower() in ("false", "no", "0", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+        if isinstance(default, (list, tuple)):
+            return [t.strip() for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise UserInputError(f"{value!r} is not a {type(default).__name__}", key=f"{key} {name}",
+                             expected=f"a {type(default).__name__}, like the default {default!r}") from None
+    return value
+
+
+def build(spec: str | RuleInfo, params: Mapping[str, Any] | None = None, key: str = "--param") -> Rule:
+    """The rule `spec` names, built with `params` (checked and converted)."""
+    info = resolve(spec) if isinstance(spec, str) else spec
+    kwargs = {n: convert(info, n, v, key) for n, v in (params or {}).items()}
+    try:
+        made = info.factory(**kwargs)
+    except UserInputError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise UserInputError(f"rule {info.name!r}: {exc}", key=key,
+                             expected="parameters " + (", ".join(f"{k}={v!r}" for k, v in info.params.items())
+                                                       or "(none)")) from None
+    try:
+        return as_rule(made, info.name)
+    except TypeError as exc:
+        raise UserInputError(f"rule {info.name!r}: its factory returned {exc}", key="--rule",
+                             expected="an object with observe(round) and reset()") from None
+
+
+def parse_params(items: list[str] | None, key: str = "--param") -> dict[str, str]:
+    """`name=value` items (repeatable `--param`) as a dict."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserInputError(f"{item!r} is not name=value", key=key, expected="NAME=VALUE, e.g. threshold=3")
+        out[name.strip()] = value
+    return out

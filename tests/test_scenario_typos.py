@@ -1,0 +1,115 @@
+"""Scenario typos are load-time errors naming file, line, key and what is
+allowed; scenario files outside `scenarios/` can still be run with pytest;
+every scenario file points an editor at the schema, which describes every key."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.scenarios.model import json_schema
+from harness.scenarios.selectors import parse_selector
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = """\
+name: typo
+question: What is it?
+provider:
+  kind: stub
+  script:
+    - calls: [{tool: search, args: {q: it}}]
+    - answer: It is this.
+tools:
+  - name: search
+    default: {text: "It is this, says the only source."}
+expect:
+  stop_reason: answered
+  events:
+    round_end[progress=true]: 1
+"""
+
+
+def run_file(tmp_path: Path, text: str, capsys) -> tuple[int, str]:
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    code = main(["run", str(path), "--traces", str(tmp_path / "runs")])
+    return code, capsys.readouterr().err
+
+
+def test_the_valid_file_passes(tmp_path: Path, capsys) -> None:
+    assert run_file(tmp_path, SCENARIO, capsys)[0] == 0
+
+
+@pytest.mark.parametrize("selector, message, allowed", [
+    ("round_end[progres=true]: 0", "unknown key 'progres' of round_end events", "patience_counter, progress"),
+    ("round_endd: 0", "unknown event type 'round_endd'", "request_settled, round_end, run_end"),
+    ("tool_resullt[status=ok,kind=write]: 0", "unknown event type 'tool_resullt'", "tool_call, tool_result"),
+    ("request_settled[outcme=ok]: 2", "unknown key 'outcme' of request_settled events", "measured_prompt, outcome"),
+])
+def test_an_unknown_event_type_or_key_is_a_load_time_error(tmp_path: Path, capsys, selector, message,
+                                                            allowed) -> None:
+    code, err = run_file(tmp_path, SCENARIO + f"    {selector}\n", capsys)
+    assert code == 2
+    key = selector.rsplit(":", 1)[0]
+    assert f"typo.yaml:15: expect.events.{key}: {message} (expected one of " in err
+    assert allowed in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()         # nothing ran, nothing written
+
+
+def test_the_fields_of_a_settled_request_record_are_keys() -> None:
+    # request_settled lines carry the ledger's record flat: its fields filter like the event's own
+    assert parse_selector("request_settled[outcome=ok,charged=0,interrupted=cancelled]").filters[0] == ("outcome", "ok")
+    assert parse_selector("header[scenario=x]").type == "header"       # the header's meta is the caller's
+
+
+def test_a_call_to_an_undefined_tool_is_a_load_time_error(tmp_path: Path, capsys) -> None:
+    code, err = run_file(tmp_path, SCENARIO.replace("{tool: search, args", "{tool: serach, args"), capsys)
+    assert code == 2
+    assert ("typo.yaml:6: provider.script[0].calls[0].tool: call to undefined tool 'serach' (expected one of "
+            "search, or `undefined: true` for a deliberate call to a missing tool)") in err
+    deliberate = SCENARIO.replace("{tool: search, args", "{tool: serach, undefined: true, args")
+    assert run_file(tmp_path, deliberate.replace("round_end[progress=true]: 1", "tool_result[status=error]: 1"),
+                    capsys)[0] == 0
+
+
+def test_an_unknown_cancel_event_is_a_load_time_error(tmp_path: Path, capsys) -> None:
+    code, err = run_file(tmp_path, SCENARIO + "cancel: {on_event: tool_cal}\n", capsys)
+    assert code == 2 and "typo.yaml:15: cancel.on_event: unknown event type 'tool_cal'" in err
+    code, err = run_file(tmp_path, SCENARIO + "cancel: {on_event: tool_call, where: {tol: search}}\n", capsys)
+    assert code == 2 and "cancel.where.tol: unknown key 'tol' of tool_call events" in err
+
+
+def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}      # this checkout's plugin, whatever is installed
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_pytest_runs_a_scenario_file_named_on_the_command_line(tmp_path: Path) -> None:
+    mine = tmp_path / "myscn"
+    mine.mkdir()
+    (mine / "abab.yaml").write_text(SCENARIO)
+    named = _pytest(str(mine / "abab.yaml"), cwd=tmp_path)
+    assert named.returncode == 0 and "1 passed" in named.stdout, named.stdout + named.stderr
+    folder = _pytest(str(mine), cwd=tmp_path)     # a folder not named scenarios: left out, and said why
+    assert "1 *.yaml file(s) in" in folder.stdout and "not collected" in folder.stdout
+    assert "named on the command line" in folder.stdout
+
+
+def test_every_scenario_file_points_an_editor_at_the_schema() -> None:
+    files = sorted((ROOT / "scenarios").glob("*.yaml"))
+    assert files and all(f.read_text().splitlines()[0] == "# yaml-language-server: $schema=schema.json" for f in files)
+
+
+def test_the_schema_describes_every_key() -> None:
+    schema = json_schema()
+    models = {"Scenario": schema, **schema["$defs"]}
+    missing = [f"{name}.{key}" for name, m in models.items() for key, p in m.get("properties", {}).items()
+               if not p.get("description")] + [name for name, m in models.items() if not m.get("description")]
+    assert missing == []
+    assert json.loads((ROOT / "scenarios" / "schema.json").read_text()) == schema
