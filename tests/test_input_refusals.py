@@ -187,3 +187,24 @@ def test_a_read_only_config_folder(tmp_path, capsys):
 def test_a_config_path_that_is_a_folder_raises_a_settings_error(tmp_path):
     with pytest.raises(SettingsError, match="is a folder"):
         Settings(tmp_path).get("chat.research_timeout_sec")
+
+
+# ---- regress add ----------------------------------------------------------------------------------------------
+from test_regress import regress, repo, stalled  # noqa: E402,F401 (the fixture, by name)
+
+
+def test_regress_add_into_a_labels_folder_that_is_a_file(repo, capsys):
+    (repo / "afile").write_text("x")
+    code = main(["regress", "add", str(stalled(repo)), "--useful-until", "8", "--store", "traces/regressions",
+                 "--labels", "afile/regressions.yaml", "--config", "gate.toml"])
+    err = capsys.readouterr().err
+    assert code == 2 and "internal error" not in err and "afile" in err and "--labels" in err, err
+    assert not (repo / "traces" / "regressions").exists() or not any((repo / "traces" / "regressions").iterdir())
+
+
+@pytest.mark.skipif(ROOT_USER, reason="root can write into a read-only folder")
+def test_regress_add_into_a_read_only_labels_folder(repo, capsys):
+    read_only(repo / "ro")
+    code = main(["regress", "add", str(stalled(repo)), "--useful-until", "8", "--store", "traces/regressions",
+                 "--labels", "ro/regressions.yaml", "--config", "gate.toml"])
+    assert code == 2 and "internal error" not in capsys.readouterr().err

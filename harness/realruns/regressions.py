@@ -306,7 +306,10 @@ def write(store: Path, name: str, log: RoundLog, labels_path: Path, labels_text:
         write_files(root, {target.resolve().relative_to(root): render_round_log(log),
                            labels_path.resolve().relative_to(root): labels_text}, tag="regress")
     except OSError as exc:
+        where = Path(exc.filename).resolve() if exc.filename else None
+        labels_side = where is not None and (where == labels_path.resolve() or where in labels_path.resolve().parents)
         raise UserInputError.from_os_error(exc, doing="store the regression",
+                                           key="--labels" if labels_side else "--store",
                                            expected="a store and a labels folder that can be written",
                                            file=str(target)) from None
     return target
