@@ -40,6 +40,49 @@ def _lines(node: yaml.Node, path: tuple, out: dict[tuple, int]) -> None:
             _lines(item, path + (i,), out)
 
 
+MAX_NODES = 200_000
+"""The most values a YAML file may stand for, its aliases expanded: a few
+hundred bytes of nested aliases (an alias bomb) stand for billions."""
+
+
+def _expanded_size(root: yaml.Node, name: str) -> int:
+    """How many nodes `root` stands for with every alias expanded, counted
+    once per distinct node (linear in the file); over MAX_NODES, or an alias
+    inside what it names, is an error."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        k = id(node)
+        if done:
+            children = _children(node)
+            sizes[k] = min(1 + sum(sizes[id(c)] for c in children), MAX_NODES + 1)
+            open_nodes.discard(k)
+            if sizes[k] > MAX_NODES:
+                raise UserInputError(f"stands for more than {MAX_NODES:,} values once its aliases are expanded",
+                                     file=name, line=node.start_mark.line + 1,
+                                     expected="a file without nested aliases (anchors reused over and over)")
+            continue
+        if k in sizes:
+            continue
+        if k in open_nodes:
+            raise UserInputError("an alias inside the value it names (a recursive structure)", file=name,
+                                 line=node.start_mark.line + 1)
+        open_nodes.add(k)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def load_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
     """Parse YAML; return the data and a map from key path to line number."""
     try:
@@ -47,6 +90,8 @@ def load_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
         loader.name = name
         try:
             node = loader.get_single_node()
+            if node is not None:
+                _expanded_size(node, name)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -56,6 +101,8 @@ def load_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
                              line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as exc:
         raise UserInputError(f"not valid YAML: {exc}", file=name) from None
+    except RecursionError:
+        raise UserInputError("not readable YAML: nested too deeply", file=name) from None
     lines: dict[tuple, int] = {}
     if node is not None:
         _lines(node, (), lines)

@@ -96,7 +96,15 @@ class RequestRecord:
     measured_output: int | None = None
     counter: str | None = None             # the counter the estimate came from
     estimates: dict[str, int] | None = None  # every counting mode's figure, for the report
-    reconciled: bool = False               # charged from the provider's reported usage
+    reconciled: bool = False               # the provider's reported usage was taken into account
+    measured_charge: int | None = None     # reserve: what the measurement would charge, beside the charge
+    overrun: int = 0                       # prefix-refund: tokens charged past the reservation
+
+    @property
+    def balanced(self) -> bool:
+        """reserved + overrun = charged + refunded, and neither refund nor overrun negative."""
+        return (self.refunded >= 0 and self.overrun >= 0
+                and self.reserved + self.overrun == self.charged + self.refunded)
 
     def to_dict(self) -> dict:
         # Flat fields of plain values: a shallow copy, without asdict's deepcopy
@@ -112,6 +120,8 @@ class LedgerTotals:
     refunded: int = 0
     outstanding: int = 0
     requests: int = 0
+    overrun: int = 0     # tokens charged past their reservations (reconciled prefix-refund)
+    overruns: int = 0    # requests that overran their reservation
 
     @property
     def committed(self) -> int:
@@ -183,14 +193,18 @@ class TokenLedger:
         processed, plus the output actually generated; an unsent request is
         refunded whole. reserve: the reservation is the charge.
 
-        `reconcile` (issue 14): where the provider reported the prompt it
-        processed, that measurement replaces the estimate in the charge —
-        reserve: measured prompt plus the whole output allowance;
-        prefix-refund: measured prompt less the cached tokens it reported
-        (else less the prefix we counted as reused) plus the measured output.
-        The reservation made before the request is left as it was, so a
-        charge may exceed it: the refund is then negative (an extra charge),
-        and reserved = charged + refunded still holds."""
+        `reconcile`: where the provider reported the prompt it processed
+        (research-loop.md, "Token accounting"), a refund is never negative:
+        - reserve: the charge stays the reservation; what the measurement
+          would charge (measured prompt plus the whole output allowance) is
+          recorded beside it as `measured_charge`;
+        - prefix-refund: the charge follows the measurement (measured prompt
+          less the cached tokens it reported, else less the prefix we counted
+          as reused, plus the measured output); a charge above the
+          reservation is recorded as an `overrun` past it, and counted in the
+          totals. The budget then holds less than the reservations promised:
+          the next reservation that does not fit stops research with
+          token_budget. reserved + overrun = charged + refunded."""
         with self._lock:
             del self._outstanding[r.id]
             self.totals.outstanding -= r.tokens
@@ -201,35 +215,43 @@ class TokenLedger:
             charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
             charged_output = out_tokens if sent else 0
             reconciled = bool(reconcile and sent and usage is not None and usage.prompt_tokens is not None)
-            if reconciled:
-                assert usage is not None and usage.prompt_tokens is not None
-                if self.policy == "reserve":
-                    charged_prompt, charged_output = usage.prompt_tokens, r.max_output
-                else:
-                    cached = usage.cached_tokens if usage.cached_tokens is not None else reused
-                    charged_prompt = max(usage.prompt_tokens - min(cached, usage.prompt_tokens), 0)
-                    if usage.output_tokens is not None:
-                        charged_output = usage.output_tokens
-                charged = charged_prompt + charged_output
-            elif self.policy == "reserve":
+            measured_charge = None
+            if self.policy == "reserve":    # the parts of the charge are those of the reservation
                 charged = r.tokens
+                if sent:
+                    charged_prompt, charged_output = r.estimated_prompt, r.max_output
+                if reconciled:
+                    assert usage is not None and usage.prompt_tokens is not None
+                    measured_charge = usage.prompt_tokens + r.max_output
+            elif reconciled:
+                assert usage is not None and usage.prompt_tokens is not None
+                cached = usage.cached_tokens if usage.cached_tokens is not None else reused
+                charged_prompt = max(usage.prompt_tokens - min(cached, usage.prompt_tokens), 0)
+                if usage.output_tokens is not None:
+                    charged_output = usage.output_tokens
+                charged = charged_prompt + charged_output
             else:
                 charged = min(charged_prompt + charged_output, r.tokens)
+            overrun = max(charged - r.tokens, 0)
             if sent:  # kept as two parts: joining them copied the whole transcript every round
                 self._processed[r.context_id] = (prompt_units, bytes(output_units)) \
                     if isinstance(prompt_units, (bytes, GrownBytes)) else (tuple(prompt_units), tuple(output_units))
             rec = RequestRecord(
                 id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
                 outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,
-                max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged,
+                max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged + overrun,
                 charged_prompt=charged_prompt, charged_output=charged_output, prefix_reused=reused,
                 output_tokens=out_tokens,
                 measured_prompt=usage.prompt_tokens if usage else None,
                 measured_cached=usage.cached_tokens if usage else None,
                 measured_output=usage.output_tokens if usage else None,
-                counter=counter.name, estimates=estimates, reconciled=reconciled)
+                counter=counter.name, estimates=estimates, reconciled=reconciled, measured_charge=measured_charge,
+                overrun=overrun)
             self.totals.charged += rec.charged
             self.totals.refunded += rec.refunded
+            if overrun:
+                self.totals.overrun += overrun
+                self.totals.overruns += 1
             self.totals.requests += 1
             self.records.append(rec)
             return rec

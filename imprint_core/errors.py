@@ -52,6 +52,16 @@ class UserInputError(ImprintError):
         self.message = message
         super().__init__(self.describe())
 
+    @classmethod
+    def from_os_error(cls, exc: OSError, *, doing: str, key: str | None = None, expected: str | None = None,
+                      file: str | None = None) -> "UserInputError":
+        """A file system refusal (a file where a folder should be, a folder
+        that cannot be written) as a mistake in the input it names."""
+        what = ("a file stands where a folder should be" if isinstance(exc, (FileExistsError, NotADirectoryError))
+                else exc.strerror or str(exc) or type(exc).__name__)
+        return cls(f"cannot {doing}: {what}", file=str(exc.filename) if exc.filename else file, key=key,
+                   expected=expected)
+
     def describe(self) -> str:
         where = ""
         if self.file:

@@ -1,8 +1,10 @@
 """Files written so that a crash never leaves half of one."""
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -38,3 +40,116 @@ def atomic_write_text(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+# ---- sets of files, and folders written under a temporary name ---------------------------------
+STAGING = ".imprint-staging"   # <STAGING>-<tag>-<pid>-<hex>: a folder not yet complete, owned by <pid>
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # someone else's process: alive
+        return True
+    return True
+
+
+def staging_dir(parent: Path, tag: str) -> Path:
+    """A new hidden folder in `parent` for what this process writes before
+    it is complete; clean_stale removes it once the process is gone."""
+    parent = Path(parent)
+    while True:
+        d = parent / f"{STAGING}-{tag}-{os.getpid()}-{secrets.token_hex(3)}"
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+
+
+def owner_pid(path: Path) -> int | None:
+    """The pid a staging folder belongs to (None: not a staging folder)."""
+    name = Path(path).name
+    if not name.startswith(STAGING + "-"):
+        return None
+    parts = name.rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def clean_stale(parent: Path) -> list[Path]:
+    """Remove the staging folders in `parent` whose process is gone (a crash's
+    leftovers: never a complete result); returns what was removed."""
+    removed = []
+    try:
+        entries = list(Path(parent).iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for p in entries:
+        pid = owner_pid(p)
+        if pid is not None and pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def _writable_ancestor(folder: Path) -> None:
+    """Raise the OSError that creating a file in `folder` would meet, before anything is written."""
+    p = folder
+    while not p.exists():
+        if p.parent == p:
+            break
+        p = p.parent
+    if not p.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(p))
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "folder not writable", str(p))
+
+
+def write_files(root: Path, files: dict[Path, str], *, tag: str = "write") -> list[Path]:
+    """Write `files` (paths relative to `root`) as one unit: all of them, or
+    none (a failure restores what was there). Each is written complete in a
+    staging folder under `root`, every destination is checked, then each is
+    renamed into place; an existing file is kept as a hard link until all
+    are in. A crash leaves the staging folder (clean_stale) and files under
+    their final names that are each complete."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    clean_stale(root)
+    stage = staging_dir(root, tag)
+    try:
+        for i, (rel, text) in enumerate(files.items()):
+            fd = os.open(stage / str(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for rel in files:
+            dest = root / rel
+            if dest.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "a folder stands where the file goes", str(dest))
+            _writable_ancestor(dest.parent)
+        moved: list[tuple[Path, Path | None]] = []
+        try:
+            for i, rel in enumerate(files):
+                dest = root / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                old = None
+                if dest.exists():
+                    old = stage / f"{i}.old"
+                    os.link(dest, old)
+                    os.chmod(stage / str(i), stat.S_IMODE(dest.stat().st_mode))  # a replaced file keeps its mode
+                os.replace(stage / str(i), dest)
+                moved.append((dest, old))
+        except BaseException:
+            for dest, old in reversed(moved):
+                if old is not None:
+                    os.replace(old, dest)
+                else:
+                    dest.unlink(missing_ok=True)
+            raise
+        return [root / rel for rel in files]
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+

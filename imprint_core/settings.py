@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -163,6 +164,20 @@ class ResearchSettings:
         return {"chat." + k: v for k, v in self.__dict__.items()}
 
 
+def _toml_problem(text: str, exc: Exception) -> str:
+    """tomllib's account of what is wrong (it names the line), else tomlkit's."""
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        return str(e)
+    return str(exc)
+
+
+def _toml_line(text: str) -> int | None:
+    m = re.search(r"at line (\d+)", _toml_problem(text, Exception()))
+    return int(m.group(1)) if m else None
+
+
 def default_config_path() -> Path:
     env = os.environ.get("IMPRINT_CONFIG")
     if env:
@@ -179,17 +194,32 @@ class Settings:
         self.environ = os.environ if environ is None else environ
 
     # -- file -----------------------------------------------------------------
+    def _where(self) -> str:
+        """What names the config file: the option or variable it came from."""
+        return "IMPRINT_CONFIG" if os.environ.get("IMPRINT_CONFIG") == str(self.path) else "--config"
+
     def _load_document(self):
         import tomlkit
-        from tomlkit.exceptions import ParseError
+        from tomlkit.exceptions import TOMLKitError
+        if self.path.is_dir():
+            raise SettingsError("is a folder, not a config file", file=str(self.path), key=self._where(),
+                                expected="the path of a TOML file (config.toml)")
         if not self.path.exists():
             return tomlkit.document()
         try:
-            return tomlkit.parse(self.path.read_text(encoding="utf-8"))
-        except ParseError as exc:
-            raise SettingsError(f"not valid TOML: {exc}", file=str(self.path), line=getattr(exc, "line", None)) from None
+            text = self.path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise SettingsError(f"not UTF-8 text ({exc.reason})", file=str(self.path)) from None
+        except OSError as exc:
+            raise SettingsError.from_os_error(exc, doing="read the config file", file=str(self.path)) from None
+        try:
+            return tomlkit.parse(text)
+        except TOMLKitError as exc:   # ParseError, and KeyAlreadyPresent for a key given twice
+            twice = re.match(r'Key "(.+)" already exists', str(exc))
+            raise SettingsError(f"not valid TOML: {'a key given twice: ' if twice else ''}{_toml_problem(text, exc)}",
+                                file=str(self.path), line=getattr(exc, "line", None) or _toml_line(text),
+                                key=twice.group(1) if twice else None,
+                                expected="each key once per table" if twice else None) from None
 
     def _file_values(self) -> dict[str, Any]:
         doc = self._load_document()
@@ -213,8 +243,12 @@ class Settings:
 
     def _save(self, doc) -> None:
         import tomlkit
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path, tomlkit.dumps(doc))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, tomlkit.dumps(doc))
+        except OSError as exc:
+            raise SettingsError.from_os_error(exc, doing="save the settings", file=str(self.path),
+                                              expected="a config folder that can be written") from None
 
     # -- API --------------------------------------------------------------------
     def get(self, key: str) -> Any:

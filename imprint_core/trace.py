@@ -139,7 +139,7 @@ def read_trace(path: str | os.PathLike) -> Trace:
             data = json.loads(rawline.decode("utf-8"))
             if not isinstance(data, dict) or "type" not in data:
                 raise ValueError("a trace line must be an object with a 'type'")
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             if last:
                 warnings.append(f"{p}:{no}: last line is incomplete (the run was interrupted); ignored")
                 break

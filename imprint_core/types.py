@@ -231,7 +231,8 @@ class ToolContext:
     `work(seconds)` simulates (or paces) work: blocking tools and writes run to
     completion even past the deadline; a background read is abandoned at the
     deadline or on cancellation, which is how the record lets non-blocking
-    reads stop while mutations are always awaited.
+    reads stop while mutations are always awaited. An ask's wait for the
+    user ends on cancellation ("cancellation stops everything at once").
     """
 
     def __init__(self, clock: Clock, deadline: float, cancel: CancelToken, *, blocking: bool, kind: ToolKind):
@@ -245,13 +246,14 @@ class ToolContext:
         from .errors import ToolAbandoned
         if seconds <= 0:
             return
-        if self.blocking or self.kind == "write":
+        if self.kind == "write" or (self.blocking and self.kind != "ask"):
             # Allowed to return: a blocking call cannot be interrupted and a
             # mutation is never abandoned.
             self.clock.sleep(seconds)
             return
-        # A background read stops at the deadline or on cancellation; an ask
-        # (its wait is not research time) stops on cancellation only.
+        # A background read stops at the deadline or on cancellation; an ask,
+        # blocking or not, waits for the user, not for work, so cancellation
+        # ends the wait (its wait is not research time: the deadline does not).
         deadline = float("inf") if self.kind == "ask" else self.deadline
         end = self.clock.now() + seconds
         while True:

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from imprint_core import NoveltyConfig, NoveltyTracker, StopReason, Turn, call, normalize
 from imprint_core import novelty as nv
+from imprint_core.novelty.rule import FINGERPRINT_UNITS
 
 from helpers import VOCAB, doc, endless, make_run, read_tool
 
@@ -209,13 +210,19 @@ def test_reordering_the_lines_of_a_compact_list_is_not_progress(order):
 
 
 def test_a_new_line_in_a_list_is_judged_by_its_unit():
-    """A paragraph is judged as a whole (one new line of seven is a small
-    change); with line fingerprints each line is judged on its own."""
+    """A paragraph is judged as a whole: one changed word in a line of seven
+    is a small change; with line fingerprints each line is judged on its own.
+    A whole new line is new evidence under both (a new passage)."""
     lines = [words(f"line{i}", 12) for i in range(6)]
+    last = lines[5].split()
+    changed = lines[:5] + [" ".join(last[:6] + ["zzzchanged"] + last[7:])]
     more = lines + [words("another", 12)]
-    rounds = [[("\n".join(lines), None)], [("\n".join(more), None)]]
+    rounds = [[("\n".join(lines), None)], [("\n".join(changed), None)]]
     assert progress_of(rounds) == [True, False]
     assert progress_of(rounds, NoveltyConfig(fingerprint_unit="line")) == [True, True]
+    for unit in FINGERPRINT_UNITS:
+        assert progress_of([[("\n".join(lines), None)], [("\n".join(more), None)]],
+                           NoveltyConfig(fingerprint_unit=unit)) == [True, True]
 
 
 # ---- 5: windows of a long paragraph do not depend on fixed offsets ----------------------------

@@ -215,7 +215,7 @@ def test_failed_atomic_write_keeps_old_file_and_no_temp(tmp_path, monkeypatch):
         raise OSError("simulated crash during rename")
 
     monkeypatch.setattr(settings_mod.os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(SettingsError, match="simulated crash during rename"):   # named, exit 2, not a traceback
         s.set("chat.research_timeout_sec", 100)
     assert s.path.read_bytes() == before
     assert sorted(p.name for p in s.path.parent.iterdir()) == ["config.toml"]

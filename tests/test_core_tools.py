@@ -10,8 +10,8 @@ from imprint_core import (CancelToken, Chunk, Done, FunctionTool, ModelRequest, 
 from helpers import read_tool, write_tool
 
 
-def executor(tools, timeout=10.0, cancel=None):
-    clock = VirtualClock()
+def executor(tools, timeout=10.0, cancel=None, clock=None):
+    clock = clock or VirtualClock()
     budget = TimeBudget(clock, timeout)
     budget.start()
     seen: list = []
@@ -91,6 +91,29 @@ def test_ask_pauses_the_budget_while_it_waits():
     (r,) = ex.run_batch([call("ask", question="?")], 1)
     assert r.status == "ok" and not r.after_deadline
     assert budget.deadline == 110 and budget.paused_total == 100 and not budget.expired()
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_cancellation_ends_an_asks_wait_blocking_or_not(blocking):
+    def ask(arguments, ctx):
+        ctx.work(400)      # the user would answer at t = 400
+        return "yes"
+
+    clock = VirtualClock()
+    ex, clock, budget, _ = executor([FunctionTool(ToolSpec("ask", kind="ask"), ask, blocking=blocking)],
+                                    cancel=CancelToken(clock, at=100), clock=clock)
+    (r,) = ex.run_batch([call("ask", question="?")], 1)
+    assert r.status == "error" and "cancelled" in r.text and clock.now() == 100
+    # the wait was not research time, cancelled or not
+    assert budget.paused_total == 100
+
+
+def test_a_blocking_read_still_runs_on_past_a_cancel():
+    fg = read_tool("fg", work=50)
+    clock = VirtualClock()
+    ex, _, _, _ = executor([fg], cancel=CancelToken(clock, at=10), clock=clock)
+    (r,) = ex.run_batch([call("fg", q="a")], 1)
+    assert r.status == "ok" and clock.now() == 50
 
 
 def test_identical_calls_in_a_batch_all_execute():

@@ -131,10 +131,11 @@ def test_reconciled_prefix_refund_without_reported_cache_uses_the_counted_prefix
     assert (rec.charged_prompt, rec.charged_output) == (50, 5)
 
 
-def test_reconciled_reserve_charges_measured_prompt_plus_the_whole_allowance():
+def test_reconciled_reserve_charges_the_reservation_beside_the_measured_prompt_plus_allowance():
     _, rec = _settle("reserve", Usage(prompt_tokens=100, cached_tokens=30, output_tokens=7))
-    assert rec.reconciled and (rec.charged_prompt, rec.charged_output, rec.charged) == (100, 50, 150)
-    assert rec.refunded == -20 and rec.reserved == rec.charged + rec.refunded  # an extra charge, the ledger balances
+    # the charge stays the reservation; the measurement's figure stands beside it
+    assert rec.reconciled and rec.charged == rec.reserved == 130 and rec.measured_charge == 150
+    assert rec.refunded == 0 and rec.overrun == 0
 
 
 @pytest.mark.parametrize("usage,reconcile", [(None, True), (Usage(output_tokens=4), True),

@@ -75,7 +75,10 @@ def test_sigkill_during_run_leaves_readable_traces(tmp_path: Path) -> None:
         interrupted += not list(runs.glob("*/summary.json"))
         for summary in runs.glob("*/summary.json"):
             assert summary.read_text().rstrip().endswith("}")
-        assert not list(runs.glob("*/.*.tmp")), "no temporary file may survive as a half-written result"
+        # A run folder under its final name is complete: no temporary file in it, and its summary.json is there.
+        finals = [d for d in runs.glob("*") if not d.name.startswith(".")]
+        assert not [t for d in finals for t in d.glob(".*.tmp")], "no temporary file may survive in a finished run"
+        assert all((d / "summary.json").is_file() for d in finals)
     assert interrupted >= TRIALS // 2, f"only {interrupted} of {TRIALS} kills landed mid-run"
     # A clean re-run after all that.
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenarios), "--traces",

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from imprint_core import TokenLedger, Usage
+from imprint_core.errors import TokenBudgetExceeded
 from imprint_core.budget import _reused
 from imprint_core.counting import GrownBytes, common_prefix_len
 
@@ -67,20 +68,54 @@ def test_an_unreported_output_keeps_the_counted_one():
     assert (rec.charged_prompt, rec.charged_output, rec.charged) == (4, 3, 7)
 
 
-def test_a_reconciled_charge_may_exceed_the_reservation():
+def test_a_reconciled_charge_above_the_reservation_is_an_overrun_never_a_negative_refund():
     ledger = TokenLedger(1000)
     rec = settle(ledger, (1, 2), (3,), estimated=2, max_output=4, usage=Usage(prompt_tokens=20, output_tokens=1))
-    assert rec.charged == 21 and rec.reserved == 6 and rec.refunded == -15
-    assert ledger.totals.charged == 21 and ledger.totals.refunded == -15
+    assert (rec.charged, rec.reserved, rec.refunded, rec.overrun) == (21, 6, 0, 15) and rec.balanced
+    assert (ledger.totals.charged, ledger.totals.refunded, ledger.totals.overrun, ledger.totals.overruns) == (21, 0, 15, 1)
+    under = settle(ledger, (1, 2), (3,), estimated=2, max_output=4, usage=Usage(prompt_tokens=1, output_tokens=1),
+                   context="d")
+    assert (under.charged, under.refunded, under.overrun) == (2, 4, 0) and ledger.totals.overruns == 1
 
 
-def test_reserve_policy_reconciles_to_the_measured_prompt_and_the_whole_allowance():
+def test_an_overrun_that_spends_the_budget_stops_the_next_reservation():
+    """A server reporting 5,000 prompt tokens against an estimate of 944 on a
+    4,096 budget: the charge is the measurement, the overrun is recorded, and
+    nothing more fits."""
+    ledger = TokenLedger(4_096)
+    rec = settle(ledger, tuple(range(944)), (1,) * 10, max_output=1_000,
+                 usage=Usage(prompt_tokens=5_000, output_tokens=10))
+    assert (rec.reserved, rec.charged, rec.refunded, rec.overrun) == (1_944, 5_010, 0, 3_066)
+    assert ledger.totals.left < 0
+    with pytest.raises(TokenBudgetExceeded):
+        ledger.reserve(1, 1)
+
+
+def test_reserve_policy_charges_the_reservation_and_records_the_measurement_beside_it():
     ledger = TokenLedger(1000, policy="reserve")
-    rec = settle(ledger, (1, 2, 3), (4,), max_output=10, usage=Usage(prompt_tokens=5, output_tokens=1))
-    assert rec.reconciled is True
-    assert (rec.charged_prompt, rec.charged_output, rec.charged) == (5, 10, 15)
+    for measured in (5, 500):    # below and above the estimate of 3
+        rec = settle(ledger, (1, 2, 3), (4,), max_output=10, usage=Usage(prompt_tokens=measured, output_tokens=1))
+        assert rec.reconciled is True and rec.charged == rec.reserved == 13 and rec.refunded == 0
+        assert rec.measured_charge == measured + 10 and rec.overrun == 0 and rec.balanced
     plain = settle(ledger, (1, 2, 3), (4,), max_output=10, usage=Usage(prompt_tokens=5), reconcile=False)
-    assert plain.reconciled is False and plain.charged == plain.reserved == 13
+    assert plain.reconciled is False and plain.charged == plain.reserved == 13 and plain.measured_charge is None
+
+
+@given(st.sampled_from(["reserve", "prefix-refund"]), st.integers(0, 50), st.integers(1, 20),
+       st.one_of(st.none(), st.integers(0, 5_000)), st.one_of(st.none(), st.integers(0, 5_000)),
+       st.one_of(st.none(), st.integers(0, 500)), st.booleans(), st.booleans())
+def test_property_no_negative_refund_and_the_ledger_balances(policy, estimated, max_output, prompt, cached, output,
+                                                             reconcile, sent):
+    ledger = TokenLedger(1_000_000, policy)
+    usage = Usage(prompt_tokens=prompt, cached_tokens=cached, output_tokens=output)
+    rec = settle(ledger, tuple(range(estimated)), (1,) * 3, estimated=estimated, max_output=max_output,
+                 usage=usage, reconcile=reconcile, sent=sent)
+    assert rec.refunded >= 0 and rec.overrun >= 0 and rec.balanced
+    assert rec.overrun == max(rec.charged - rec.reserved, 0)
+    if policy == "reserve":
+        assert rec.charged == rec.reserved and rec.overrun == 0
+    t = ledger.totals
+    assert t.reserved + t.overrun == t.charged + t.refunded
 
 
 @pytest.mark.parametrize("usage, reconcile, sent", [

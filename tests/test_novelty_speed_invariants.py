@@ -87,7 +87,23 @@ def ref_similarity(a, b, measure: str) -> float:
 class Window:
     def __init__(self):
         self.judged: list[int] = []    # shingle ids (a multiset)
+        self.lines: list[int] = []     # the line of each judged shingle
         self.extra: list[int] = []
+
+
+def ref_new_passage(w: Window, known, width: int) -> bool:
+    """A line of two or more shingles all unknown, or 2 * width unknown ones in a row of a line."""
+    for line in dict.fromkeys(w.lines):
+        ids = [sid for sid, ln in zip(w.judged, w.lines) if ln == line]
+        flags = [sid not in known for sid in ids]
+        if len(ids) >= 2 and all(flags):
+            return True
+        run = 0
+        for f in flags:
+            run = run + 1 if f else 0
+            if run >= 2 * width:
+                return True
+    return False
 
 
 class RefTracker:
@@ -101,16 +117,18 @@ class RefTracker:
         self.par = BoundedHashSet(cfg.paragraph_capacity)
         self.sketches: tuple[list, list] = ([], [])   # young, old
 
-    def windows(self, unit: str, echo) -> list[Window]:
+    def windows(self, unit: str, echo, replace: bool = False) -> list[Window]:
         cfg = self.cfg
         lines = [" ".join(line.split()) for line in ref_masked(unit, cfg.normalization).split("\n")]
         lines = [line for line in lines if line]
+        if replace:   # a unit that is all echo: judged with each echo replaced
+            lines = [echo.replaced(line) for line in lines]
         spans = [[line] for line in lines] if cfg.fingerprint_unit == "line" else [lines] if lines else []
         out = []
         for span in spans:
-            shingles = []                 # (first word in the span, id, judged)
+            shingles = []                 # (first word in the span, id, judged, text, line)
             offset = 0
-            for line in span:
+            for line_no, line in enumerate(span):
                 words = line.split()
                 touched = [False] * len(words)
                 if echo is not None and echo.pattern is not None:
@@ -125,18 +143,22 @@ class RefTracker:
                 runs = [(i, i + k) for i in range(len(words) - k + 1)] or [(0, len(words))]
                 for a, b in runs:
                     text = " ".join(words[a:b]).encode()
-                    shingles.append((offset + a, _h64(text), not any(touched[a:b]), text))
+                    shingles.append((offset + a, _h64(text), not any(touched[a:b]), text, line_no))
                 offset += len(words)
             cuts = []
             if offset > 2 * fp.WINDOW_MIN:
-                cuts = fp.window_cuts(offset, [a for a, _, _, text in shingles
+                cuts = fp.window_cuts(offset, [a for a, _, _, text, _ in shingles
                                                if fp.is_anchor_plain(fp.span_hash_plain(text))])
             bounds = [0, *cuts, offset]
             for lo, hi in zip(bounds, bounds[1:]):
                 w = Window()
-                for a, sid, judged, _ in shingles:
+                for a, sid, judged, _, line_no in shingles:
                     if lo <= a < hi:
-                        (w.judged if judged else w.extra).append(sid)
+                        if judged:
+                            w.judged.append(sid)
+                            w.lines.append(line_no)
+                        else:
+                            w.extra.append(sid)
                 out.append(w)
         return out
 
@@ -148,7 +170,14 @@ class RefTracker:
         echo = Echoes(arguments, cfg.normalization) if arguments and status == "ok" else None
         if status != "ok" or not any(u.strip() for u in units) or evidence_free(text, echo):
             return (0, 0, 0), None
-        windows = [w for u in units for w in self.windows(u, echo)]
+        windows = []
+        for u in units:
+            ws = self.windows(u, echo)
+            if echo is not None and ws and not any(w.judged for w in ws):
+                again = self.windows(u, echo, replace=True)
+                again[0].extra += [sid for w in ws for sid in w.extra]
+                ws = again
+            windows += ws
         sk = None
         near = False
         if cfg.near_duplicate != "off":
@@ -170,7 +199,8 @@ class RefTracker:
             if near or ph in self.par:
                 continue
             sh = set(w.judged)
-            if self.sh.count_known(sh) < cfg.containment_threshold * len(sh):
+            if (self.sh.count_known(sh) < cfg.containment_threshold * len(sh)
+                    or ref_new_passage(w, self.sh, cfg.shingle_words)):
                 new += 1
                 largest = max(largest, len(sh))
             all_sh |= sh
@@ -270,7 +300,7 @@ SHAPES = [
      ["", "0", ".5"]],
     [["", "x", " "], ["oct", "september.", "may", "octx", "jun"], [" ", "  ", "   ", ""], ["28", "3", "283"],
      [" ", "  ", ""], ["10:15:07", "9:01", "10:15:07.5", "10:1", "101:15"], ["", "0", "x"]],
-    [["5", "an", "a", "a few", "one", "several", "a couple of", "12 ", "x", ""], [" ", "", "  "],
+    [["5", "an", "a", "a few", "one", "several", "a couple of", "two", "twenty", "couple", "twos", "12 ", "x", ""], [" ", "", "  "],
      ["hours", "h", "min", "mos", "yr", "hourz", "sec"], [" ago", " agox", "ago", "  ago"], ["", ".", "x"]],
     [["", "x", " "], ["yesterday", "today", "tomorrow", "just now", "todays", "just  now"], ["", "x", ".", " "]],
     [["", "x", " ", "."], ["1", "1.234", "120", "0"], ["", " "], ["s", "ms", "μs", "sec", "minutes", "m1.5s", "h2m",

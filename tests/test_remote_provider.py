@@ -600,3 +600,90 @@ def test_loop_time_budget_stop_during_a_remote_stream():
     assert result.stop_reason is StopReason.TIME_BUDGET and bodies[0].closed and bodies[0].delivered == 10
     assert result.records[0].outcome == "cut"
     assert len(bodies) == 2 and bodies[1].delivered == len(pieces)  # the final request has its own deadline
+
+
+# ---- the whole request's time limit ------------------------------------------------------------
+class Wall:
+    """An injected wall clock (the one httpx's timeouts run on)."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_server_trickling_bytes_cannot_hold_a_request_past_its_limit(stream):
+    """One byte every 0.5 s, no newline: a per-read timeout never fires; the
+    whole request's limit (here the request timeout, the deadline being far)
+    is checked on every chunk."""
+    clock, wall = VirtualClock(), Wall()
+    body = Stream([b"d"] * 1_000, before=lambda i: setattr(wall, "t", wall.t + 0.5))
+    p = provider(lambda r: httpx.Response(200, stream=body), clock=clock, stream=stream, request_timeout=10.0)
+    p.wall = wall
+    err, _ = failure(p, request(clock, deadline=1_000.0))
+    assert err.kind == "timeout" and err.retryable and err.processed
+    assert body.delivered == 20 and body.closed and wall.t == 10.0
+
+
+def test_a_trickling_non_streamed_body_stops_at_the_deadline():
+    clock = VirtualClock()
+    body = Stream([b"d"] * 1_000, before=lambda i: clock.advance(0.5))
+    err, _ = failure(provider(lambda r: httpx.Response(200, stream=body), clock=clock, stream=False),
+                     request(clock, deadline=10.0))
+    assert err.kind == "timeout" and not err.retryable and body.delivered == 20
+
+
+def test_lines_split_across_chunks_as_iter_lines_splits_them():
+    from imprint_core.providers._openai_stream import split_lines
+    text = b"data: a\r\n\r\ndata: b\rdata: c\n\n: keep\ndata: \xc3\xa9\r"
+    expected = list(httpx.Response(200, content=text).iter_lines())
+    assert "data: b" in expected and "data: é" in expected
+    for size in (1, 2, 3, len(text)):
+        chunks = [text[i:i + size] for i in range(0, len(text), size)]
+        assert list(split_lines(chunks)) == expected
+
+
+def test_a_real_server_trickling_bytes_is_cut_at_the_research_deadline():
+    """A local HTTP server on 127.0.0.1 sends headers, then one byte every
+    0.2 s without a newline. The research deadline is 1 s away on the real
+    clock: the request ends at the deadline, not when the server stops."""
+    import socket
+    import threading
+    import time
+
+    from imprint_core.clock import MonotonicClock
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65_536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+            for _ in range(50):          # 10 s at most, whatever the client does
+                if stop.wait(0.2):
+                    return
+                try:
+                    conn.sendall(b"d")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    clock = MonotonicClock()
+    p = RemoteProvider(f"http://127.0.0.1:{server.getsockname()[1]}/v1", "m", clock=clock, stream=True)
+    started = time.monotonic()
+    try:
+        events = list(p.generate(request(clock, deadline=clock.now() + 1.0)))
+    finally:
+        stop.set()
+        p.close()
+        server.close()
+    elapsed = time.monotonic() - started
+    assert events == [TextDelta("")]            # interrupted at the deadline: no Done
+    assert 0.9 <= elapsed < 1.6

@@ -77,6 +77,7 @@ def rows(store: Path, labels: Labels, cfg: GateConfig) -> tuple[list[Row], list[
     judged = judge_logs(logs, labels, cfg)
     by_key = {key_of(store, Path(log.path).stem): log.path for log in logs}
     out = [Row(lab, by_key.get(key), judged.get(key)) for key, lab in labels.runs.items()]
-    warnings = [f"{path}: stored, but no label in {', '.join(labels.files)} names it; not judged"
+    warnings = [f"{path}: stored, but no label in {', '.join(labels.files)} names it (an interrupted "
+                "`regress add` leaves one: adding the run again replaces it); not judged"
                 for key, path in by_key.items() if key not in labels.runs]
     return out, warnings

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from .frames import Frames
+from .token_overruns import token_overruns
 
 PLOT_NAMES = ("accuracy-timelines.png", "compare.png", "estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
               "novelty-timeline.png", "stops.png", "overshoot.png")
@@ -815,6 +816,19 @@ def _trace_sections(frames: Frames, out: Path, select: Sequence[str], max_runs: 
         s.tables.append(("the pair", table))
     elif path is None:
         s.notes.append("No run under `reserve` among these traces.")
+    sections.append(s)
+
+    over = token_overruns(frames.requests)
+    s = Section("Token charges past the reservation",
+                "Research requests whose reconciled charge (prefix-refund, the provider's measured usage) went "
+                "past what was reserved for them: every one, largest first. The refund is then 0, never "
+                "negative, and the tokens past the reservation are an overrun.")
+    if over.empty:
+        s.notes.append("None among these traces.")
+    else:
+        counts = ["id", "round", "reserved", "charged", "tokens_over"]
+        s.tables.append(("overruns", over[["run", "role", *counts]].astype({c: "Int64" for c in counts})
+                         .reset_index(drop=True)))
     sections.append(s)
 
     chosen = select_runs(frames, max_runs, select, "budget")

@@ -26,8 +26,28 @@ def latest_run_dir(runs_dir: str | Path) -> Path | None:
     d = Path(runs_dir)
     if not d.is_dir():
         return None
-    runs = [p for p in d.iterdir() if p.is_dir() and any(p.glob("*.jsonl"))]
+    runs = [p for p in d.iterdir() if run_complete(p)]
     return max(runs, key=lambda p: (p.name, p.stat().st_mtime)) if runs else None
+
+
+def run_complete(folder: Path) -> bool:
+    """Whether a folder is a finished `imprint run`: under its final name
+    (not a staging folder, whose name starts with a dot), with its
+    summary.json, which is written last."""
+    folder = Path(folder)
+    return (folder.is_dir() and not folder.name.startswith(".") and (folder / "summary.json").is_file()
+            and any(folder.glob("*.jsonl")))
+
+
+def incomplete_runs(runs_dir: str | Path) -> list[Path]:
+    """The folders under `runs_dir` that hold traces of a run that did not
+    finish: a crash's staging folder, or an old run folder without its
+    summary.json. `imprint check` and `imprint report` skip them and can name
+    them."""
+    d = Path(runs_dir)
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.iterdir() if p.is_dir() and any(p.glob("*.jsonl")) and not run_complete(p))
 
 
 def default_inputs(traces: Sequence[str], latest_run: bool = True, runs_dir: str = "traces/runs") -> list[Path]:
@@ -57,7 +77,8 @@ def gate_inputs(inputs: dict) -> tuple[list[Path], list[str]]:
     """A gate config's [inputs]: the default traces plus the configured round
     logs, with a note for each round-log path that is absent."""
     paths = default_inputs(inputs["traces"], inputs["latest_run"], inputs["runs_dir"])
-    notes = []
+    notes = [f"incomplete run {p} (interrupted before its summary.json); skipped"
+             for p in (incomplete_runs(inputs["runs_dir"]) if inputs["latest_run"] else [])]
     for rl in inputs["round_logs"]:
         if Path(rl).exists():
             paths.append(Path(rl))

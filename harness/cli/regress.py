@@ -85,20 +85,23 @@ def cmd_add(args: argparse.Namespace) -> int:
     store, labels_path = Path(args.store), Path(args.labels)
     # Every check comes before the first write; the config first, as its absence means "not in a checkout".
     cfg = gate_config(args.config)
-    text, labels = reg.read_labels_file(labels_path)
+    reg.read_labels_file(labels_path)    # a malformed labels file is named before any work (read again locked)
     loops = [reg.parse_loop(s) for s in args.loop or []]
     run = reg.read_run(args.run)
     name = reg.check_name(args.name) if args.name is not None else reg.default_name(run)
     new = reg.Regression(name, args.useful_until, loops, args.note, source=args.run, added=today().isoformat())
     reg.check_against(new, run.log, args.run)
-    reg.check_new(store, name, run.log, _labels_elsewhere(cfg, labels_path))
     key = reg.key_of(store, name)
     target = store / f"{name}.jsonl"
     log = replace(run.log, path=str(target))    # named as stored: the gate's run id and label key
     jr = judge_logs([log], Labels({key: new.as_label(key)}), cfg)[key]
     new.when_added = verdict(jr, cfg)
-    new_text = reg.with_entry(text, labels, labels_path, key, new)
-    reg.write(store, name, log, labels_path, new_text)
+    # The labels file is read, checked and written under its lock.
+    with reg.locked(labels_path):
+        text, labels = reg.read_labels_file(labels_path)
+        reg.check_new(store, name, run.log, _labels_elsewhere(cfg, labels_path), labels)
+        new_text = reg.with_entry(text, labels, labels_path, key, new)
+        reg.write(store, name, log, labels_path, new_text)
     from rich.markup import escape
     out = console()
     out.print(escape(f"stored {target} ({len(log.rounds)} rounds, from {args.run})"), soft_wrap=True)

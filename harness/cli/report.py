@@ -9,7 +9,7 @@ from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK
 from .console import progress
-from .inputs import DEFAULT_GATE_CONFIG, default_inputs, gate_config, gate_inputs
+from .inputs import DEFAULT_GATE_CONFIG, default_inputs, gate_config, gate_inputs, incomplete_runs
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
     paths, notes = list(args.paths), []
     if not paths:
         paths, notes = gate_inputs(cfg.inputs) if cfg else (default_inputs(["traces"], True, "traces/runs"), [])
+        if cfg is None:   # gate_inputs names the incomplete runs itself
+            notes += [f"incomplete run {p} (interrupted before its summary.json); skipped"
+                      for p in incomplete_runs("traces/runs")]
         if not paths:
             raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
     from ..analysis.gate import judged_runs, novelty_config

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from imprint_core.errors import UserInputError
+from imprint_core.files import atomic_write_text, clean_stale, staging_dir
 
 from ..conventions import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from .console import console
@@ -43,7 +45,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     out_dir = Path(args.traces) / run_id
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # Written under a staging name and renamed once summary.json is in: a run
+    # folder under its final name is complete; a crash's staging folder is
+    # removed by the next run.
+    try:
+        Path(args.traces).mkdir(parents=True, exist_ok=True)
+        clean_stale(Path(args.traces))
+        stage = staging_dir(Path(args.traces), run_id)
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="create the run folder", key="--traces",
+                                           expected="a folder that can be written", file=args.traces) from None
     runs = []
     err = console(stderr=True)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -53,13 +64,16 @@ def run(args: argparse.Namespace) -> int:
         task = progress.add_task("", total=len(scenarios))
         for scn, f in zip(scenarios, files):
             progress.update(task, description=scn.name)
-            runs.append(run_scenario(scn, out_dir / f"{f.stem}.jsonl", run_id=run_id))
+            runs.append(run_scenario(scn, stage / f"{f.stem}.jsonl", run_id=run_id))
             progress.advance(task)
     rows = [r.row() for r in runs]
+    for row in rows:    # each trace as it is named once the folder is complete
+        if row["trace"]:
+            row["trace"] = str(out_dir / Path(row["trace"]).name)
     summary = {"run_id": run_id, "traces": str(out_dir), "passed": sum(r.passed for r in runs),
                "failed": sum(not r.passed for r in runs), "scenarios": rows}
-    from imprint_core.settings import atomic_write_text
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(stage / "summary.json", json.dumps(summary, indent=2) + "\n")
+    os.rename(stage, out_dir)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

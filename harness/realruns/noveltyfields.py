@@ -112,7 +112,7 @@ def _parse_as(text: str, typ: Any) -> Any:
         raise ValueError(f"{text!r} is not one of {', '.join(m.name for m in typ)}")
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
 
 

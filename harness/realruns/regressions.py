@@ -21,17 +21,19 @@ appended as text, so the file's comments and entries stay as they were.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
 from imprint_core.errors import UserInputError
-from imprint_core.files import atomic_write_text
+from imprint_core.files import write_files
 
 from .importers.convert import render_round_log
 from .labels import LABELS_FORMAT, Labels, RunLabel, Verdict, parse_labels, read_user_file
@@ -229,11 +231,14 @@ def key_of(store: Path, name: str) -> str:
     return f"{store.name}/{name}"
 
 
-def check_new(store: Path, name: str, log: RoundLog, others: Labels) -> None:
+def check_new(store: Path, name: str, log: RoundLog, others: Labels, own: Labels | None = None) -> None:
     """The name is free (no stored file, no label elsewhere that would claim
-    the stored file) and the run's content is not stored yet."""
+    the stored file) and the run's content is not stored yet. With `own`
+    (the labels file's labels), a stored round log without its label is a
+    crash's orphan, not a stored regression: it is replaced."""
     target = store / f"{name}.jsonl"
-    if target.exists():
+    left = set(orphans(store, own)) if own is not None else set()
+    if target.exists() and target not in left:
         raise UserInputError(f"a regression named {name!r} is already stored", file=str(target), key="--name",
                              expected="another --name")
     claimed = others.for_run(name, key_of(store, name), str(target))
@@ -242,27 +247,69 @@ def check_new(store: Path, name: str, log: RoundLog, others: Labels) -> None:
                              "for its own", key="--name", expected="a name no other labels file uses")
     digest = content_digest(log)
     for stored in stored_runs(store):
-        if content_digest(stored) == digest:
+        if Path(stored.path) not in left and content_digest(stored) == digest:
             raise UserInputError("this run is already stored as a regression", file=stored.path,
                                  expected="a run not stored yet (`imprint regress list` shows them)")
 
 
-def write(store: Path, name: str, log: RoundLog, labels_path: Path, labels_text: str) -> Path:
-    """The round log, then the labels file, each atomically; the round log is
-    removed again if the labels file cannot be written."""
-    target = store / f"{name}.jsonl"
-    made = [d for d in (store, *store.parents) if not d.exists()]
-    store.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, render_round_log(log))
+LOCK_WAIT_SEC = 120.0
+"""How long `regress add` waits for another one to finish with the same labels file."""
+
+
+@contextlib.contextmanager
+def locked(labels_path: Path, wait: float = LOCK_WAIT_SEC) -> Iterator[None]:
+    """Hold the labels file's lock while a regression is checked and written:
+    two `regress add` at once each read, change and replace the file, and one
+    of the labels was lost. The lock file lives in the temporary folder, named
+    by the labels file's real path, so that the repository gets no litter."""
+    import tempfile
+    from filelock import FileLock, Timeout
+    digest = hashlib.blake2b(str(labels_path.resolve()).encode(), digest_size=8).hexdigest()
+    lock_path = Path(tempfile.gettempdir()) / "imprint-locks" / f"labels-{digest}.lock"
     try:
-        labels_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(labels_path, labels_text)
-    except BaseException:
-        target.unlink(missing_ok=True)
-        for d in made:
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-        raise
+        if not lock_path.parent.is_dir():
+            lock_path.parent.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(lock_path.parent, 0o1777)   # every user's locks, like the temporary folder itself
+        lock = FileLock(str(lock_path), timeout=wait, mode=0o666)
+        lock.acquire()
+    except Timeout:
+        raise UserInputError(f"another `imprint regress add` has held the labels file's lock for {wait:g} s",
+                             file=str(labels_path), expected="one `regress add` at a time") from None
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="lock the labels file", key="--labels",
+                                           expected="a labels folder that can be written",
+                                           file=str(labels_path)) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def orphans(store: Path, labels: Labels) -> list[Path]:
+    """Stored round logs without a label: what a crash between writing the
+    round log and the label leaves. They are not stored regressions: the
+    next `regress add` of the run replaces one."""
+    if not store.is_dir():
+        return []
+    return [p for p in sorted(store.glob("*.jsonl")) if key_of(store, p.stem) not in labels.runs]
+
+
+def write(store: Path, name: str, log: RoundLog, labels_path: Path, labels_text: str) -> Path:
+    """The round log and the labels file as one unit (write_files): both, or
+    neither. The round log is renamed into place first, so a crash between
+    the two renames leaves an orphan (see `orphans`), never a label without
+    its run."""
+    target = store / f"{name}.jsonl"
+    root = Path(os.path.commonpath([store.resolve(), labels_path.resolve().parent]))
+    try:
+        write_files(root, {target.resolve().relative_to(root): render_round_log(log),
+                           labels_path.resolve().relative_to(root): labels_text}, tag="regress")
+    except OSError as exc:
+        where = Path(exc.filename).resolve() if exc.filename else None
+        labels_side = where is not None and (where == labels_path.resolve() or where in labels_path.resolve().parents)
+        raise UserInputError.from_os_error(exc, doing="store the regression",
+                                           key="--labels" if labels_side else "--store",
+                                           expected="a store and a labels folder that can be written",
+                                           file=str(target)) from None
     return target

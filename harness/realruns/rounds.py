@@ -88,6 +88,8 @@ def parse_round_log(raw: str, p: str) -> RoundLog:
             obj = json.loads(text)
         except ValueError as exc:
             raise UserInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", file=p, line=no) from None
+        except RecursionError:
+            raise UserInputError("not readable JSON: nested too deeply", file=p, line=no) from None
         if not isinstance(obj, dict):
             raise UserInputError("each line must be a JSON object", file=p, line=no)
         objs.append((no, obj))

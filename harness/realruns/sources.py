@@ -90,7 +90,7 @@ def classify(path: Path, *, named: bool) -> str | None:
     first = _first_line(path)
     try:
         header = json.loads(first.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         header = None
         if OTLP_LINE.match(first):      # an OTLP export line longer than the part read
             return "raw"

@@ -234,7 +234,7 @@ def check_invariants(loop: ResearchLoop, result, trace_text: str) -> list[str]:
     if any(results[w["call_id"]] != 1 for w in writes) or len(writes) != len(result.writes):
         problems.append("an executed write not recorded exactly once")
     t = loop.ledger.totals
-    if t.reserved != t.charged + t.refunded or any(r.reserved != r.charged + r.refunded for r in loop.ledger.records):
+    if t.reserved + t.overrun != t.charged + t.refunded or not all(r.balanced for r in loop.ledger.records):
         problems.append("the ledger does not balance")
     return problems
 
@@ -320,7 +320,7 @@ def write_report(cells: list[Cell], path: Path) -> None:
              "`tests/test_fault_matrix.py`). Each cell runs the research loop on the virtual clock with one "
              "fault: round 1 searches and saves a note, round 2 meets the fault, round 3 answers. A cell passes "
              "when the run ends with a defined stop reason, every tool call has exactly one result, every "
-             "executed write is recorded exactly once, the ledger balances (reserved = charged + refunded) "
+             "executed write is recorded exactly once, the ledger balances (reserved + overrun = charged + refunded) "
              "and the trace parses. `local` is the real SmolLM2 model behind a fault-injecting wrapper.", "",
              "| provider | fault | stop reason | final mode | rounds | requests | failed requests | tool errors | invariants |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

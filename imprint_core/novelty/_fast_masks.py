@@ -283,7 +283,12 @@ def find_time(t: str, s: Shape):
     return _before(_find_all(s.digits, b"0:00"), (0, 1)) or None
 
 
-_AGO_QUANTITIES = ("an ", "a ", "one ", "a few ", "few ", "several ", "a couple of ")
+# The quantity words of "<quantity> <unit> ago" (normalization builds the mask's
+# pattern from them, so the finder's promise and the pattern cannot drift apart).
+AGO_WORDS = ("an", "a", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+             "twelve", "fifteen", "twenty", "thirty", "forty", "fifty", "sixty", "a few", "few", "several",
+             "a couple of", "couple of", "a couple", "couple", "many", "some")
+_AGO_QUANTITIES = tuple(w + " " for w in AGO_WORDS)
 
 
 def find_ago(t: str, s: Shape):

@@ -33,14 +33,17 @@ class Tally(NamedTuple):
 
 
 def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
-                lookup: Lookup, threshold: float) -> Tally:
+                lookup: Lookup, threshold: float, lines: np.ndarray | None = None, width: int = 5) -> Tally:
     """shingles: every window's shingle fingerprints, window after window
     (counts per window); seen: the windows exactly seen before (they add
-    nothing); owner: the result of each window; lookup: the store's."""
+    nothing); owner: the result of each window; lookup: the store's;
+    lines: the line of each shingle, for new passages (rule.py)."""
     n, nv = counts.size, n_results
     sh = shingles
     if seen.any():
-        sh = sh[(~seen).repeat(counts)]
+        keep = (~seen).repeat(counts)
+        sh = sh[keep]
+        lines = lines[keep] if lines is not None else None
         counts = np.where(seen, 0, counts)
     order = sh.argsort(kind="stable")
     s = sh[order]
@@ -58,6 +61,8 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
         new_shingles = (np.bincount(owner, weights=counts, minlength=nv).astype(np.intp)
                         - known_per_result).tolist()
         sizes = counts
+        known_at = np.empty(sh.size, bool)          # per shingle, in the windows' order
+        known_at[order] = known
     else:
         first = np.empty(s.size, bool)
         first[0] = True
@@ -76,7 +81,37 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
         first_in_result[1:] |= r[1:] != r[:-1]
         new_shingles = np.bincount(r[first_in_result & ~known_sorted], minlength=nv).tolist()
         sizes = per_window
+        known_at = np.empty(sh.size, bool)
+        known_at[order] = known_sorted
+    if lines is not None and sh.size:
+        new |= new_passages(~known_at, lines, counts, width)
     return Tally(distinct, in_young, known, new, new_shingles, sizes)
+
+
+def new_passages(unknown: np.ndarray, lines: np.ndarray, counts: np.ndarray, width: int) -> np.ndarray:
+    """Per window: whether it holds a new passage (rule.py), given which of
+    its shingles, in order, the store does not hold and the line of each."""
+    n = counts.size
+    win = np.arange(n).repeat(counts)
+    m = unknown.size
+    cut = np.ones(m, bool)                     # a segment: one line's shingles inside one window
+    np.not_equal(lines[1:], lines[:-1], out=cut[1:])
+    cut[1:] |= win[1:] != win[:-1]
+    seg = cut.cumsum() - 1
+    seg_size = np.bincount(seg)
+    whole = (np.bincount(seg, weights=unknown) == seg_size) & (seg_size >= 2)
+    hit = np.zeros(n, bool)
+    hit[win[cut][whole]] = True
+    run_start = unknown.copy()                 # runs of unknown shingles inside a segment
+    run_start[1:] &= cut[1:] | ~unknown[:-1]
+    run = run_start.cumsum() - 1
+    at = unknown.nonzero()[0]
+    if at.size:
+        lengths = np.bincount(run[at])
+        long_runs = (lengths >= 2 * width).nonzero()[0]
+        if long_runs.size:
+            hit[win[run_start.nonzero()[0][long_runs]]] = True
+    return hit
 
 
 def round_union(sets: list[AbstractSet[int]],

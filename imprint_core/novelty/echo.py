@@ -14,12 +14,24 @@ Shingles that touch an echo are not judged (fingerprints.windows_of):
 they are remembered, so the same evidence is known whichever query fetched
 it, but they make nothing new.
 
-A JSON result (up to EMPTY_JSON_CHARS) whose leaves are all null, empty
-strings, empty containers or echoed values is an empty read.
+A unit whose every shingle touches an echo ("The capital of Spain is
+Madrid." for the query "capital of Spain") would then judge nothing, so a new
+short fact that repeats the query's words could never be progress: such a
+unit is judged on its text with each echo replaced by ECHO_MARK instead
+(echoed_text), which is the same whichever value was echoed.
+
+An empty read (evidence_free), up to EMPTY_JSON_CHARS, after stripping a
+code fence around it: a JSON value whose leaves are all null, empty
+strings, empty containers, "no results" phrases or echoed values, or one
+that holds an empty container and otherwise only numbers and booleans
+(`{"results": [], "took": 12}`: the count and timing of nothing); a
+"no results" phrase (EMPTY_PHRASE); an HTML page with no text but such a
+phrase.
 """
 from __future__ import annotations
 
 import functools
+import html
 import json
 import re
 from typing import Any, Iterator
@@ -30,8 +42,20 @@ from .fingerprints import Lines
 from .normalization import normalize
 
 EMPTY_JSON_CHARS = 4_096
+ECHO_MARK = "<q>"   # no echo can match it: a string echo has three letters or digits, a pair echo a value
 _PLACEHOLDER = re.compile(r"<[a-z]+>")
-_DIGIT = re.compile(r"\d")
+_AROUND_MARK = re.compile(r"[^\w\s]*(?:" + re.escape(ECHO_MARK) + r"[^\w\s]*\s*)+")
+_WORDLIKE = re.compile(r"\w")
+# What a tool says when it found nothing (casefolded, spaces collapsed, end punctuation and quotes gone).
+EMPTY_PHRASE = re.compile(
+    r"(?:(?:no|0|zero)(?: search| matching)? (?:results?|matches|match|items?|records?|entries|hits|documents|data"
+    r"|output|rows)(?: (?:were |was )?(?:found|returned|available|to show))?(?: for .*)?"
+    r"|(?:found|returned) (?:no|0) (?:results?|matches|items|records|entries|hits|documents|rows)(?: for .*)?"
+    r"|nothing(?: (?:was )?found)?|none|null|nil|n/a|empty|\(empty\)|\(no output\)|\(none\)|\[\]|\{\})")
+_FENCE = re.compile(r"\A```[\w+-]*[ \t]*\n(.*?)\n?```\Z", re.S)
+_HTML = re.compile(r"\A<(?:!doctype|html|head|body|div|p|main|ul|table|span|section)\b", re.I)
+_HTML_SKIP = re.compile(r"<(script|style|head)\b.*?</\1\s*>|<!--.*?-->", re.I | re.S)
+_TAG = re.compile(r"<[^>]*>")
 
 
 def leaves(arguments: Any, key: str = "") -> Iterator[tuple[str, Any]]:
@@ -75,8 +99,15 @@ class Echoes:
             if name:
                 pairs.add((name, text))
         self.pattern = _pattern(frozenset(anywhere), frozenset(pairs)) if anywhere or pairs else None
-        # whether an echo may hold a digit (else a digit in a JSON result is evidence)
-        self.digits = bool(self.scalars) or any(_DIGIT.search(v) for v in self.strings)
+
+    def replaced(self, line: str) -> str:
+        """A canonical line with each echo, and the quotes and punctuation
+        around it, replaced by one ECHO_MARK; tokens of symbols only dropped:
+        `for "x":` and `for "x ":` read the same."""
+        if self.pattern is None:
+            return line
+        text = _AROUND_MARK.sub(f" {ECHO_MARK} ", self.pattern.sub(ECHO_MARK, line))
+        return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
 
     def words(self, lines: Lines, first_line: int, last_line: int, flags: np.ndarray) -> bool:
         """Flag the words of lines first_line..last_line that an echo touches; whether any was."""
@@ -120,25 +151,59 @@ def _bounded(v: str, left_of: str, right_of: str) -> str:
 
 @functools.lru_cache(maxsize=1_024)
 def _pattern(anywhere: frozenset[str], pairs: frozenset[tuple[str, str]]) -> re.Pattern[str]:
-    alts = [_bounded(re.escape(n) + r'"?[:=] ?"?' + re.escape(v), n, v) for n, v in pairs]
+    # after its name: `page": 2`, `lang=en`, and in prose, `page 2`, `page #2`
+    alts = [_bounded(re.escape(n) + r'(?:"?[:=] ?"?| #?)' + re.escape(v), n, v) for n, v in pairs]
     alts += [_bounded(re.escape(v), v, v) for v in anywhere]
     alts.sort(key=len, reverse=True)   # the longest first
     return re.compile("|".join(alts))
 
 
 def evidence_free(text: str, echoes: Echoes | None) -> bool:
-    """Whether text is a JSON value (up to EMPTY_JSON_CHARS) with nothing in
-    it but nulls, empty strings, empty containers and the call's arguments."""
+    """Whether text is an empty read (the module's docstring): nothing in it
+    but the shapes of "no results" and the call's own arguments."""
     s = text.strip()
-    if not s or s[0] not in "[{" or len(s) > EMPTY_JSON_CHARS:
+    if not s or len(s) > EMPTY_JSON_CHARS:
+        return not s
+    fenced = _FENCE.match(s)
+    if fenced:
+        s = fenced.group(1).strip()
+        if not s:
+            return True
+    if _HTML.match(s):
+        s = html.unescape(_TAG.sub(" ", _HTML_SKIP.sub(" ", s))).strip()
+        return not s or _empty_phrase(s, echoes)
+    if s[0] in "[{\"" or s == "null":
+        try:
+            value = json.loads(s)
+        except (ValueError, RecursionError):   # not JSON (or nested too deep to be a plain answer)
+            value = _NOT_JSON
+        if value is not _NOT_JSON:
+            try:
+                return _empty(value, echoes) or _counts_of_nothing(value)
+            except RecursionError:
+                return False
+    return _empty_phrase(s, echoes)
+
+
+_NOT_JSON = object()
+
+
+def _empty_phrase(s: str, echoes: Echoes | None) -> bool:
+    if len(s) > 400:     # far longer than any way of saying "nothing found"
         return False
-    if (echoes is None or not echoes.digits) and _DIGIT.search(s):   # a number, or a digit in a string
+    s = " ".join(s.casefold().split()).strip(_EDGES)
+    if not s:        # punctuation alone: no words, judged as nothing by the shingles, not a phrase
         return False
-    try:
-        value = json.loads(s)
-    except ValueError:
-        return False
-    return _empty(value, echoes)
+    if echoes is not None:
+        s = echoes.replaced(" ".join(normalize(s, echoes.variant).split()))
+        echoed = ECHO_MARK in s
+        s = s.replace(ECHO_MARK, "").strip(_EDGES)
+        if not s:    # the call's arguments and nothing else
+            return echoed
+    return EMPTY_PHRASE.fullmatch(s) is not None
+
+
+_EDGES = "\"'`.!:;,- "
 
 
 def _empty(value: Any, echoes: Echoes | None) -> bool:
@@ -148,8 +213,23 @@ def _empty(value: Any, echoes: Echoes | None) -> bool:
         return all(_empty(v, echoes) for v in value.values())
     if isinstance(value, list):
         return all(_empty(v, echoes) for v in value)
-    if echoes is None:
-        return False
     if isinstance(value, str):
-        return " ".join(normalize(value, echoes.variant).split()) in echoes.strings
-    return (type(value) is bool, value) in echoes.scalars
+        if _empty_phrase(value, None):
+            return True
+        return echoes is not None and " ".join(normalize(value, echoes.variant).split()) in echoes.strings
+    return echoes is not None and (type(value) is bool, value) in echoes.scalars
+
+
+def _counts_of_nothing(value: Any) -> bool:
+    """A container holding an empty container and otherwise only numbers,
+    booleans, nulls and empty strings: the totals and timings of no results."""
+    found = [False]
+
+    def walk(v: Any) -> bool:
+        if isinstance(v, (dict, list)):
+            items = list(v.values()) if isinstance(v, dict) else v
+            if not items:
+                found[0] = True
+            return all(walk(i) for i in items)
+        return v is None or v == "" or isinstance(v, (int, float, bool))
+    return isinstance(value, (dict, list)) and walk(value) and found[0]

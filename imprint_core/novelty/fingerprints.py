@@ -143,6 +143,7 @@ class Windows:
     shingles: np.ndarray    # the windows' judged shingle fingerprints, window after window
     counts: np.ndarray      # judged shingles per window
     extra: np.ndarray       # the shingles not judged (remembered all the same)
+    line: np.ndarray | None = None  # the line of each judged shingle (lines numbered across the units)
 
 
 # What str.split() splits on, beyond the space and the newline.
@@ -227,6 +228,7 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
         offsets -= counts
         sh_first = np.arange(int(offsets[-1] + counts[-1])) + (first - offsets).repeat(counts)
         sh_last = np.minimum(sh_first + k, (first + size - 1).repeat(counts))
+    sh_line = np.arange(counts.size).repeat(counts)
     starts = bounds[sh_first]
     starts += 1
     h = _span_hashes(text.data, starts, bounds[sh_last + 1])
@@ -258,12 +260,12 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
     if judged is None:
         fps = np.add.reduceat(mixed, win_open)
         np.maximum(fps, _ONE, out=fps)
-        return Windows(fps, win_unit, h, win_counts, _NONE)
+        return Windows(fps, win_unit, h, win_counts, _NONE, sh_line)
     mixed[~judged] = 0
     fps = np.add.reduceat(mixed, win_open)
     judged_counts = np.add.reduceat(judged.astype(np.intp), win_open)
     fps = np.where(judged_counts > 0, np.maximum(fps, _ONE), np.uint64(0))
-    return Windows(fps, win_unit, h[judged], judged_counts, h[~judged])
+    return Windows(fps, win_unit, h[judged], judged_counts, h[~judged], sh_line[judged])
 
 
 def _cut(long: np.ndarray, span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed):

@@ -10,7 +10,7 @@ set of volatile-token masks (PROFILES). The categories of masks:
 - timestamps: dates (ISO, ISO basic, d/m/y, y/m/d, d.m.y, month names, with
   or without a weekday, RFC 2822, syslog and ctime forms), times, Unix epoch
   seconds and milliseconds (ten or thirteen digits from 1), "N units ago",
-  "an hour ago", "yesterday", "today", "just now"
+  "an hour ago", "three weeks ago" (number words up to sixty), "yesterday", "today", "just now"
 - scores: similarity, rank, relevance and other scores after a name
 - line_numbers: "12:" and "12 |" line prefixes
 - addresses: memory addresses (0x and 6 to 16 hex digits)
@@ -113,7 +113,8 @@ MASKS: tuple[Mask, ...] = (
     Mask(re.compile(r"\b" + _MONTH_NAME + r" {1,2}\d{1,2} {1,2}\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<date>",
          fast.find_syslog_date),
     Mask(re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[ap]\.?m\.?)?(?:\+\d)?\b"), "<time>", fast.find_time),
-    Mask(re.compile(r"\b(?:\d+ ?|(?:an?|one|a few|few|several|a couple of) )" + _AGO_UNIT + r" ago\b"), "<ago>",
+    Mask(re.compile(r"\b(?:\d+ ?|(?:" + "|".join(map(re.escape, fast.AGO_WORDS)) + r") )" + _AGO_UNIT + r" ago\b"),
+         "<ago>",
          fast.find_ago),
     Mask(re.compile(r"\b(?:yesterday|today|tomorrow|just now)\b"), "<ago>", fast.find_relative_day),
     Mask(re.compile(r"\b(score|similarity|relevance|rank|ranking|distance|confidence|cosine)(\"?\s*[:=]\s*)"

@@ -13,7 +13,12 @@ ADR 0102 and research-loop.md ("Progress"), as this module applies them:
   `shingle_words` words that never cross a line break.
 - A window is *new* when it was not seen exactly before (its fingerprint
   does not depend on the order of its lines) and fewer than
-  `containment_threshold` of its distinct judged shingles are in the store.
+  `containment_threshold` of its distinct judged shingles are in the store,
+  or when it holds a *new passage*: a line of two or more shingles none of
+  which the store holds, or 2 * `shingle_words` shingles in a row of one
+  line that it does not hold (at least shingle_words + 1 new words in a
+  row). A new log line or sentence inside a large result is new evidence,
+  however much of the result is known; a changed word or number is not.
 - A round makes *progress* when it has a new window, and its results
   together (the union, not the sum) add at least `min_new_shingles` judged
   shingles the store does not hold, or all of its largest new window when
@@ -48,7 +53,7 @@ import xxhash
 from . import neardup
 from ._tally import round_union, tally_round
 from .echo import Echoes, evidence_free
-from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, unique, windows_of
+from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
 from .normalization import NORMALIZATIONS, normalize, normalize_units
 from .segmentation import segment
 from .store import BoundedHashSet, FingerprintStore
@@ -280,12 +285,14 @@ class NoveltyTracker:
         sketches: list = [None] * nv
         normed = normalize_units(units, cfg.normalization) if units else []
         owner_of_unit = np.array(owners, np.intp)
-        win = windows_of(normed, cfg.shingle_words, cfg.fingerprint_unit == "line",
-                         _echo_words(echoes, owner_of_unit) if echoes else None) if units else None
+        exclude = _echo_words(echoes, owner_of_unit) if echoes else None
+        win = windows_of(normed, cfg.shingle_words, cfg.fingerprint_unit == "line", exclude) if units else None
+        if win is not None and exclude is not None:
+            win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, cfg, exclude)
         if win is None:
             return _JudgedRound(verdicts, [], _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors, sketches=sketches)
         owner = owner_of_unit[win.unit]       # the verdict of each window
-        shingles, counts, extra = win.shingles, win.counts, win.extra
+        shingles, counts, extra, lines = win.shingles, win.counts, win.extra, win.line
         if self._sketches is not None:        # a near-copy of an earlier result adds nothing new
             near = np.zeros(nv, bool)
             texts: dict[int, list[str]] = {}
@@ -299,7 +306,7 @@ class NoveltyTracker:
             if near.any():
                 drop = near[owner].repeat(counts)
                 extra = np.concatenate((extra, shingles[drop]))
-                shingles, counts = shingles[~drop], np.where(near[owner], 0, counts)
+                shingles, counts, lines = shingles[~drop], np.where(near[owner], 0, counts), lines[~drop]
         for v, c, n in zip(verdicts, np.bincount(owner, minlength=nv).tolist(),
                            np.bincount(owner, weights=counts, minlength=nv).astype(np.intp).tolist()):
             v.paragraphs, v.shingles = c, n
@@ -311,7 +318,8 @@ class NoveltyTracker:
             return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
                                 unique(extra), sketches)
         # Any other is new below the containment threshold.
-        t = tally_round(shingles, counts, seen, owner, nv, self._shingles.lookup, cfg.containment_threshold)
+        t = tally_round(shingles, counts, seen, owner, nv, self._shingles.lookup, cfg.containment_threshold,
+                        lines, cfg.shingle_words)
         new = t.new & ~seen
         new_per_result = np.bincount(owner[new], minlength=nv).tolist()
         largest = np.zeros(nv, np.intp)
@@ -339,6 +347,26 @@ class NoveltyTracker:
         if self._sketches is not None:
             self._sketches.add([sk for sk in jr.sketches if sk is not None])
         return rn
+
+
+def _judge_echo_only_units(win: Windows, normed: list[str], owner_of_unit: np.ndarray, echoes: dict[int, Echoes],
+                           cfg: NoveltyConfig, exclude) -> Windows:
+    """A unit whose every shingle touches an echo is judged on its text with
+    the echoes replaced (echo.ECHO_MARK); what it said in full is still
+    remembered, not judged."""
+    n = len(normed)
+    has = np.bincount(win.unit, minlength=n) > 0
+    judged = np.bincount(win.unit, weights=win.counts, minlength=n)
+    redo = (has & (judged == 0)).nonzero()[0].tolist()
+    if not redo:
+        return win
+    units = list(normed)
+    for u in redo:
+        echo = echoes[int(owner_of_unit[u])]
+        units[u] = "\n".join(echo.replaced(" ".join(line.split())) for line in units[u].split("\n"))
+    again = windows_of(units, cfg.shingle_words, cfg.fingerprint_unit == "line", exclude)
+    again.extra = np.concatenate((again.extra, win.extra))
+    return again
 
 
 def _echo_words(echoes: dict[int, Echoes], owner_of_unit: np.ndarray):

@@ -23,7 +23,7 @@ def segment(text: str) -> list[str]:
     if stripped[:1] == "[" and stripped[-1:] == "]":
         try:
             items = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):   # nested too deep for the parser: plain text
             items = None
         if isinstance(items, list):
             encode = _encode_item

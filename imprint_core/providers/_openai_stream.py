@@ -12,11 +12,13 @@ request; its docstring lists the fault kinds and what they promise):
 """
 from __future__ import annotations
 
+import codecs
 import email.utils
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import httpx
 
@@ -117,15 +119,57 @@ class _Interrupted(Exception):
     """Internal: the deadline passed or the reply was cancelled mid-stream."""
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a body arriving in chunks, as httpx's iter_lines gives
+    them (split at CRLF, CR or LF; a CR at a chunk's end may be half a CRLF,
+    so it waits for the next chunk)."""
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    pending = ""
+    for chunk in chunks:
+        pending += decode(chunk)
+        held = pending.endswith("\r")
+        parts = _LINE_BREAK.split(pending[:-1] if held else pending)
+        pending = parts.pop() + ("\r" if held else "")
+        yield from parts
+    pending += decode(b"", final=True)
+    if pending:
+        parts = _LINE_BREAK.split(pending)
+        if parts[-1] == "":
+            parts.pop()
+        yield from parts
+
+
 class _ResponseReader:
-    """Reads a response for `RemoteProvider`, which supplies `clock`,
+    """Reads a response for `RemoteProvider`, which supplies `clock`, `wall`,
     `on_chunk`, `request_timeout` and `_error` (a ProviderError with the API
-    key scrubbed from its message)."""
+    key scrubbed from its message).
+
+    The whole request, not each read, has the time limit (research-loop.md,
+    "Time": a timeout no later than the deadline): the body is read chunk by
+    chunk as it arrives, and `limit_at` (on the `wall` clock, the one httpx's
+    timeouts run on) and the deadline (on `clock`) are checked on every
+    chunk, so a server trickling bytes cannot hold a request past them."""
 
     clock: Clock
+    wall: Callable[[], float]
     on_chunk: Callable[[int], None] | None
     request_timeout: float
     _error: Callable[..., ProviderError]
+
+    def _chunks(self, response: httpx.Response, limit_at: float, request: ModelRequest | None = None,
+                deadline: float | None = None) -> Iterator[bytes]:
+        """The body as it arrives. Past `limit_at`, or past `deadline`: a
+        read timeout; with `request`: its deadline and cancellation
+        interrupt (_check)."""
+        for chunk in response.iter_bytes():
+            if request is not None:
+                self._check(request)
+            if self.wall() >= limit_at or (deadline is not None and self.clock.now() >= deadline):
+                raise httpx.ReadTimeout("the whole request ran past its time limit")
+            yield chunk
 
     # -- faults ---------------------------------------------------------------------------
     def _timeout_error(self, exc: Exception, timeout: httpx.Timeout, bounded: bool, *, processed: bool
@@ -163,10 +207,10 @@ class _ResponseReader:
         return self._error("http_status", text, processed=True, retryable=False, status=status)
 
     # -- non-streaming ---------------------------------------------------------------------
-    def _read_body(self, response: httpx.Response, timeout: httpx.Timeout, bounded: bool
-                   ) -> Iterator[ProviderEvent]:
+    def _read_body(self, response: httpx.Response, timeout: httpx.Timeout, bounded: bool, limit_at: float,
+                   deadline: float) -> Iterator[ProviderEvent]:
         try:
-            raw = response.read()
+            raw = b"".join(self._chunks(response, limit_at, deadline=deadline))
         except httpx.TimeoutException as exc:
             raise self._timeout_error(exc, timeout, bounded, processed=True) from exc
         except httpx.TransportError as exc:
@@ -212,12 +256,12 @@ class _ResponseReader:
 
     # -- streaming -------------------------------------------------------------------------
     def _read_stream(self, response: httpx.Response, request: ModelRequest, timeout: httpx.Timeout,
-                     bounded: bool) -> Iterator[ProviderEvent]:
+                     bounded: bool, limit_at: float) -> Iterator[ProviderEvent]:
         state = _StreamState()
         data_lines: list[str] = []
         try:
             try:
-                for line in response.iter_lines():
+                for line in split_lines(self._chunks(response, limit_at, request)):
                     self._check(request)
                     if line == "":
                         if data_lines:

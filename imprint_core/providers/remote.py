@@ -36,8 +36,11 @@ with `[DONE]` and no usage: both are complete.
 
 Deadline and cancellation: the httpx timeout of every request is no later
 than `request.deadline` (remaining = deadline - clock.now(), on the injected
-clock), and the deadline and the cancel token are checked on every stream
-line. When either has passed, the provider stops reading, closes the
+clock), and it bounds the whole request, not each read: the body is read
+chunk by chunk as it arrives and that limit is checked on every chunk (a
+server trickling one byte at a time, with no newline, used to hold a
+request for as long as it liked). The deadline and the cancel token are
+checked on every chunk and every stream line. When either has passed, the provider stops reading, closes the
 response, yields one empty `TextDelta` (so a consumer that checks after each
 event, as the loop does, records the interruption) and ends without `Done`.
 
@@ -59,6 +62,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -221,6 +225,8 @@ class RemoteProvider(_ResponseReader):
     # recording on the virtual clock turns it off: its deadline is not wall
     # time, and a slow CPU server must not be recorded as a timeout fault.
     deadline_bounds_timeout = True
+    # The clock httpx's timeouts run on, for the whole request's limit (a test may inject one).
+    wall: Callable[[], float] = staticmethod(time.monotonic)
 
     def _timeout(self, request: ModelRequest) -> tuple[httpx.Timeout, bool]:
         remaining = request.deadline - self.clock.now()
@@ -241,6 +247,7 @@ class RemoteProvider(_ResponseReader):
         content = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
         http_request = self._client.build_request("POST", self.url, content=content, headers=self.headers(),
                                                   timeout=timeout)
+        limit_at = self.wall() + (timeout.read or 0.0)   # the whole request's, checked on every chunk
         try:
             response = self._client.send(http_request, stream=True)
         except httpx.TimeoutException as exc:
@@ -256,9 +263,9 @@ class RemoteProvider(_ResponseReader):
             if not 200 <= response.status_code < 300:
                 raise self._status_error(response)
             if self.stream:
-                yield from self._read_stream(response, request, timeout, bounded)
+                yield from self._read_stream(response, request, timeout, bounded, limit_at)
             else:
-                yield from self._read_body(response, timeout, bounded)
+                yield from self._read_body(response, timeout, bounded, limit_at, request.deadline)
         finally:
             response.close()
 

@@ -77,7 +77,7 @@ def parse_arguments(value: Any, src: Source, key: str) -> tuple[dict[str, Any], 
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {"arguments": value}, False
         return (parsed, True) if isinstance(parsed, dict) else ({"arguments": parsed}, False)
     src.fail(f"wrong type {type(value).__name__}", key=key, expected="a JSON object or its text")

@@ -1,8 +1,8 @@
 """Detect a raw file's format, convert it, and write round logs.
 
 `import_paths` converts everything first and writes only when every file
-converted: an error leaves the output folder as it was. Each log is
-written atomically (`harness.realruns.rounds.atomic_write_text`).
+converted: an error leaves the output folder as it was. The logs are
+written as one unit (`imprint_core.files.write_files`): all of them or none.
 """
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog, atomic_write_text
+from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog
 
 from imprint_core.errors import UserInputError
+from imprint_core.files import write_files
 
 from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
@@ -183,10 +184,8 @@ def import_paths(paths: Iterable[str | Path], out_dir: str | Path, fmt: str | No
             planned[target] = (render_round_log(log), f)
         if progress:
             progress(done, len(files), str(f))
-    written = []
-    for target, (text, _) in planned.items():
-        dest = out_dir / target
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(dest, text)
-        written.append(dest)
-    return written
+    try:   # all of them or none: a folder that cannot be written leaves no partial set behind
+        return write_files(out_dir, {target: text for target, (text, _) in planned.items()}, tag="import")
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="write the round logs", key="--out",
+                                           expected="a folder that can be written", file=str(out_dir)) from None

@@ -543,7 +543,7 @@ def text_status(result: str) -> str:
     if text.startswith("{") and '"error"' in text:
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return OK
         if isinstance(obj, dict) and obj.get("error"):
             return ERROR

@@ -81,6 +81,8 @@ def _load_index(idx: Path) -> dict[str, dict]:
             entry = json.loads(line)
         except ValueError as exc:
             src.fail(f"not valid JSON: {exc}", line=no)
+        except RecursionError:
+            src.fail("not readable JSON: nested too deeply", line=no)
         if not isinstance(entry, dict):
             src.fail("each line must be a JSON object", line=no, expected="an object with file and resolved")
         file = entry.get("file")

@@ -148,6 +148,10 @@ def read_text(path: str | Path, src: Source, raw: bytes | None = None) -> str:
     return text.removeprefix("\ufeff")
 
 
+TOO_DEEP = "nested too deeply to read (over the parser's recursion limit)"
+"""What a file nested past json's recursion limit is told: a mistake in the input, not a crash."""
+
+
 def _json_error(exc: json.JSONDecodeError, text: str, src: Source, line_offset: int = 0) -> NoReturn:
     cut = exc.pos >= len(text.rstrip())
     why = "the JSON ends early (is the file cut off?)" if cut else f"not valid JSON: {exc.msg}"
@@ -172,11 +176,15 @@ def load(path: str | Path, src: Source | None = None) -> Any:
                     values.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     _json_error(exc, line, src, line_offset=no - 1)
+                except RecursionError:
+                    src.fail(TOO_DEEP, line=no)
         return values
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         _json_error(exc, text, src)
+    except RecursionError:
+        src.fail(TOO_DEEP, line=1)
 
 
 def _otlp_lines(text: str) -> bool:
@@ -186,5 +194,5 @@ def _otlp_lines(text: str) -> bool:
         return False
     try:
         return isinstance(json.loads(first), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
