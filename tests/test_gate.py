@@ -61,7 +61,8 @@ def test_all_conditions_hold(setup, capsys) -> None:
     assert c1["rows"][0]["subject"] == "labels: premature stops"
     assert c1["rows"][0]["figure"] == "0 of 1 useful runs (0.0%)"
     assert [r["subject"] for r in c2["rows"]] == ["remote:llamacpp: median", "remote:llamacpp: p95",
-                                                   "remote:llamacpp: under-counts"]
+                                                   "remote:llamacpp: under-counts",
+                                                   "token charges past the reservation"]
     assert c3["rows"][0]["value"] == 0
 
 
@@ -320,3 +321,27 @@ def test_a_baseline_pinned_on_other_labels_says_to_re_measure(setup, capsys) -> 
     cfg.write_text(CONFIG + "\n[loop_recall_baseline]\nother = {recall = 0.0, caught = 0, loops = 3}\n")
     _, out = _check([str(logs), "--config", str(cfg), "--labels", str(other)], capsys)
     assert any("3 labelled loops then, 1 now" in d for d in out["conditions"][0]["details"])
+
+
+def test_token_overruns_are_judged_on_the_shipped_counting_mode_and_listed_for_baselines(tmp_path, capsys) -> None:
+    from harness.analysis.gate import divergence
+    from harness.analysis.frames import Frames
+    import pandas as pd
+    rows = [{"run": "a", "provider": "remote:x", "role": "coordinator", "id": 1, "round": 1, "reserved": 100.0,
+             "charged": 130.0, "counting_mode": "auto"},
+            {"run": "b", "provider": "remote:x", "role": "coordinator", "id": 1, "round": 1, "reserved": 100.0,
+             "charged": 150.0, "counting_mode": "byte"},
+            {"run": "c", "provider": "stub", "role": "coordinator", "id": 1, "round": 1, "reserved": 100.0,
+             "charged": 500.0, "counting_mode": "auto"}]
+    from harness.analysis.frames import REQUEST_COLUMNS, RUN_COLUMNS
+    frames = Frames(requests=pd.DataFrame(rows, columns=REQUEST_COLUMNS), tool_calls=pd.DataFrame(),
+                    rounds=pd.DataFrame(), runs=pd.DataFrame(columns=RUN_COLUMNS), files=[], warnings=[])
+    cfg = parse_config("[divergence]\nexclude = ['stub']\n", "g.toml")
+    c = divergence(frames, cfg)
+    judged = next(r for r in c.rows if r["subject"] == "token charges past the reservation")
+    assert judged["value"] == 1 and not judged["passed"] and not c.passed
+    base = next(r for r in c.rows if r["subject"].endswith("[baselines]"))
+    assert base["passed"] is None and "largest 50 tokens" in base["figure"]
+    assert any("a: request 1" in d and "30 past it" in d for d in c.details)
+    ok = divergence(frames, parse_config("[divergence]\nexclude = ['stub']\nmax_overruns = 1\n", "g.toml"))
+    assert next(r for r in ok.rows if r["subject"] == "token charges past the reservation")["passed"]

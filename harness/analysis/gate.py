@@ -75,6 +75,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "exclude": (list, None, "a list of provider names or patterns"),
         "providers": (dict, None, "a table of per-provider thresholds"),
         "exact": (dict, None, "a table of thresholds for exact counting modes"),
+        "max_overruns": (int, lambda v: v >= 0, "an integer of 0 or more"),
     },
     "loop_recall_baseline": {},   # one table per corpus: BASELINE_KEYS
     "overruns": {
@@ -98,7 +99,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "loop_recall_baseline": {},
     "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
                    "max_undercount_share": 0.05, "exclude": [], "providers": {},
-                   "exact": {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0}},
+                   "exact": {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0},
+                   "max_overruns": 0},
     "overruns": {"deliberate": [], "max_count": 0, "max_overrun_sec": 0.0},
 }
 
@@ -486,12 +488,40 @@ def divergence(frames: Frames, cfg: GateConfig) -> Condition:
             exact = bool(group["counting_exact"].fillna(False).astype(bool).all()) and name != "native"
             label = provider if name == "native" else f"{provider} [{name}{', exact' if exact else ''}]"
             judged += _judge(c, label, group["ratio"].dropna(), cfg.thresholds_for(provider, exact))
+    _overruns(c, frames, cfg, default_mode)
     if judged == 0:
         c.passed, c.no_data = False, True
         c.rows.append({"subject": "judged providers", "figure": "none", "value": 0, "threshold": "≥ 1",
                        "passed": False})
         c.details.append("no provider with enough measured usage to judge (local or recorded-server traces needed)")
     return c
+
+
+def _overruns(c: Condition, frames: Frames, cfg: GateConfig, default_mode: str) -> None:
+    """Research requests charged past their reservation (research-loop.md:
+    every overrun is shown and judged): judged on the runs whose budget used
+    the shipped counting mode, listed for the baselines, as estimates are."""
+    from .token_overruns import token_overrun_details, token_overrun_row, token_overruns
+    reqs = frames.requests
+    if reqs.empty:
+        return
+    excluded = reqs["provider"].fillna("").map(
+        lambda p: any(fnmatch.fnmatchcase(p, pat) for pat in cfg.divergence["exclude"]))
+    mode = reqs["counting_mode"]
+    base = mode.notna() & (mode != default_mode)
+    judged = reqs[~base & ~excluded]
+    row = token_overrun_row(judged, cfg.divergence["max_overruns"])
+    c.rows.append(row)
+    c.passed &= bool(row["passed"])
+    c.details += [f"overrun: {d}" for d in token_overrun_details(judged)]
+    shown = token_overruns(reqs[base & ~excluded])
+    if len(shown):
+        c.rows.append({"subject": "token charges past the reservation [baselines]",
+                       "figure": f"{len(shown)} request(s) in {shown['run'].nunique()} run(s), largest "
+                                 f"{int(shown['tokens_over'].max())} tokens", "value": None,
+                       "threshold": f"not judged (the budget counts with {default_mode!r} unless asked)",
+                       "passed": None})
+        c.details += [f"overrun (baseline, not judged): {d}" for d in token_overrun_details(reqs[base & ~excluded])]
 
 
 def _judge(c: Condition, label: str, ratios: pd.Series, th: dict[str, Any]) -> int:
