@@ -35,7 +35,7 @@ from imprint_core.settings import SPECS
 from imprint_core.stoprules import build, resolve
 from imprint_core.stoprules.builtin import AnyRule
 
-from ..realruns.labels import LOOP_SLACK, judge
+from ..realruns.labels import LOOP_SLACK, Tally, judge
 from ..realruns.rounds import round_view
 from .sweep import ProgressCache, TuneRun, compute_progress, stop_rounds
 from .tune import PARTS, Split
@@ -154,12 +154,9 @@ def rule_stops(choice: RuleChoice, runs: Sequence[TuneRun], *, cache: ProgressCa
 
 # ---- figures -------------------------------------------------------------------------------------------------
 @dataclass
-class Cell:
-    runs: int = 0
-    useful: int = 0
-    premature: int = 0
-    loops: int = 0
-    caught: int = 0
+class Cell(Tally):
+    """The gate's tally (runs, useful, premature, loops, caught, recall,
+    premature share) and what compare adds to it."""
     early: int = 0
     latencies: list[int] = field(default_factory=list)
     loop_rounds: int = 0
@@ -167,14 +164,6 @@ class Cell:
     tokens_reserve: int = 0
     tokens_prefix: int = 0
     ended_by_budget: int = 0      # looping runs the default budget would have ended before their loop's end
-
-    @property
-    def recall(self) -> float | None:
-        return self.caught / self.loops if self.loops else None
-
-    @property
-    def premature_share(self) -> float | None:
-        return self.premature / self.useful if self.useful else None
 
     @property
     def median_latency(self) -> float | None:

@@ -408,19 +408,8 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
                 per_config[ci] = stop_rounds(progress[(ci, ri)], run.numbers, wanted)
             stop = per_config[ci][s.patience]
             stops[si, ri] = -1 if stop is None else stop
-    scores = Scores(settings, runs, stops, slack)
-    tasks = sorted({r.task for r in runs})
-    always_dev = {r.task for r in runs if r.always_dev}
-    parts = {t: "dev" if t in always_dev else split.part(t) for t in tasks}
-    folds = {t: split.fold(t) for t in tasks if parts[t] == "dev"}
-    dev = scores.mask(parts=parts, part="dev")
-    if not dev.any():
-        dev = np.ones(len(runs), dtype=bool)
-    best, feasible, reason = rule.choose(scores, dev)
-    shipped = next(i for i, s in enumerate(settings) if s.shipped)
-    out = Tuning(scores, split, rule, parts, folds, best, feasible, reason, shipped, dict(grid or {}), list(held),
-                 list(patiences), stats=stats)
-    out.cv = cross_validate(scores, split, parts, folds, rule)
+    out = _choose(Scores(settings, runs, stops, slack), runs, split, rule, grid, held, patiences, stats)
+    scores, shipped = out.scores, out.shipped
     base = cindex[config_key(scores.settings[shipped].config)]
     out.ceiling = loop_ceiling(runs, [progress[(base, ri)] for ri in range(len(runs))], list(patiences), slack)
     return out
@@ -449,7 +438,12 @@ def tune_rule(runs: Sequence[TuneRun], rule_spec: str, grid: dict[str, list[Any]
     for si, st in enumerate(settings):
         got = rule_stops(RuleChoice(st.key, rule_spec, dict(st.params)), runs, cache=cache, jobs=jobs)
         stops[si] = [-1 if x is None else x for x in got]
-    scores = Scores(settings, runs, stops, slack)
+    return _choose(Scores(settings, runs, stops, slack), runs, split, rule, grid, [], [], ComputeStats())
+
+
+def _choose(scores: Scores, runs: Sequence[TuneRun], split: Split, rule: "Rule", grid: dict | None,
+            held: Sequence[str], patiences: Sequence[int], stats: ComputeStats | None) -> "Tuning":
+    """The split by task, the choice on dev and the cross-validation, for any settings' stops."""
     tasks = sorted({r.task for r in runs})
     always_dev = {r.task for r in runs if r.always_dev}
     parts = {t: "dev" if t in always_dev else split.part(t) for t in tasks}
@@ -458,9 +452,9 @@ def tune_rule(runs: Sequence[TuneRun], rule_spec: str, grid: dict[str, list[Any]
     if not dev.any():
         dev = np.ones(len(runs), dtype=bool)
     best, feasible, reason = rule.choose(scores, dev)
-    shipped = next(i for i, s in enumerate(settings) if s.shipped)
-    out = Tuning(scores, split, rule, parts, folds, best, feasible, reason, shipped, dict(grid), [], [],
-                 stats=ComputeStats())
+    shipped = next(i for i, s in enumerate(scores.settings) if s.shipped)
+    out = Tuning(scores, split, rule, parts, folds, best, feasible, reason, shipped, dict(grid or {}), list(held),
+                 list(patiences), stats=stats)
     out.cv = cross_validate(scores, split, parts, folds, rule)
     return out
 
