@@ -327,7 +327,10 @@ def plot(comp: Comparison, path) -> None:
                 ax.scatter([x], [y], marker=markers[i % len(markers)], s=60,
                            facecolors=color if filled else "none", edgecolors=color,
                            label=f"{c.label}" if part == "dev" else None)
-        ax.set_title(f"{corpus}  (filled: dev, hollow: held-out)", fontsize=9)
+        total = comp.cells.get((comp.rules[0].label, corpus, "all")) if comp.rules else None
+        missing = [w for w, n in (("no labelled loops: recall drawn at 0", total.loops if total else 0),
+                                  ("no useful runs: premature drawn at 0", total.useful if total else 0)) if not n]
+        ax.set_title(f"{corpus}  (filled: dev, hollow: held-out)" + "".join(f"\n{m}" for m in missing), fontsize=9)
         ax.set_xlabel("premature stops (% of useful runs)")
         ax.set_ylabel("loop recall (% of labelled loops)")
         ax.set_xlim(-5, 105)
