@@ -410,3 +410,41 @@ def test_repeat_aware_is_the_record_or_outcome_repeat_whichever_stops_first():
     rule = build("repeat-aware", {"patience": 9, "page_repeats": 2})
     assert first_stop(rule, [page(1), page(2, " x"), page(3, " y")]) == 3
     assert build("repeat-aware").specs[1][1]["page_repeats"] == 2
+
+
+# ---- the loop under a stop rule: what it writes beside each round --------------------------------
+def test_the_loop_writes_the_rule_and_its_notes_beside_each_round_and_names_it_in_the_stop():
+    from imprint_core import LoopConfig, StopReason
+    from helpers import make_run, read_tool, searches, settings
+    run = make_run([searches(f"q{i}") for i in range(1, 9)] + ["done"], [read_tool()],
+                   st=settings(research_stop_rule="round-cap"), config=LoopConfig(stop_rule_params={"max_rounds": 3}),
+                   final=["final"])
+    result = run.run()
+    assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 3
+    assert result.detail == "round-cap: round cap of 3 reached"
+    ends = run.events("round_end")
+    assert [(e.rule, e.rule_notes, e.progress, e.patience, e.verdicts) for e in ends] == \
+        [("round-cap", {"rounds": i}, None, None, None) for i in (1, 2, 3)]
+    assert run.events("run_start")[0].stop_rule == "round-cap"
+
+
+def test_the_record_rule_in_the_loop_keys_its_verdicts_by_call_id_and_keeps_its_own_detail():
+    from imprint_core import StopReason
+    from helpers import make_run, read_tool, searches, settings
+    run = make_run([searches("a", "b"), searches("a"), searches("a"), "done"], [read_tool()],
+                   st=settings(research_no_progress_rounds=2), final=["final"])
+    result = run.run()
+    assert result.stop_reason is StopReason.NO_PROGRESS and result.detail == "2 consecutive rounds without new evidence"
+    first = run.events("round_end")[0]
+    ids = [e.call_id for e in run.events("tool_result") if e.round == 1]
+    assert first.rule == "record" and sorted(first.verdicts) == sorted(ids) and first.rule_notes == {}
+    assert all(set(v) >= {"paragraphs", "new_paragraphs", "new_shingles"} for v in first.verdicts.values())
+
+
+def test_a_bad_stop_rule_parameter_in_the_loop_config_is_named_by_its_key():
+    from imprint_core import LoopConfig
+    from helpers import make_run, read_tool, settings
+    with pytest.raises(UserInputError) as info:
+        make_run(["done"], [read_tool()], st=settings(research_stop_rule="round-cap"),
+                 config=LoopConfig(stop_rule_params={"max_round": 3}))
+    assert info.value.key == "stop_rule_params max_round"
