@@ -109,6 +109,10 @@ def test_unknown_rules_and_parameters_are_clear_errors_before_anything_is_read(c
     assert main(base + ["--rule", "gemini-cli[treshold=3]"]) == 2
     assert "threshold" in capsys.readouterr().err
     assert main(base + ["--rule", "gemini-cli", "--rule", "gemini-cli"]) == 2
+    # a parameter no compared rule takes is refused, not dropped
+    assert main(base + ["--rule", "gemini-cli", "--rule", "round-cap", "--param", "threshold=3"]) == 2
+    assert "--param threshold names no rule" in capsys.readouterr().err
+    assert main(base + ["--rule", "gemini-cli", "--rule", "round-cap", "--param", "openhands.repeat_pairs=3"]) == 2
     assert not (corpus["tmp"] / "o").exists()
 
 

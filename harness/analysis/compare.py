@@ -104,7 +104,7 @@ def _record_fast(choice: RuleChoice) -> tuple[int, NoveltyConfig] | None:
     if resolve(choice.spec).name != "record":
         return None
     info = resolve("record")
-    params = {k: v for k, v in choice.params.items()}
+    params = dict(choice.params)
     patience = params.pop("patience", info.params["patience"])
     from imprint_core.stoprules import convert
     fields = {k: convert(info, k, v) for k, v in params.items()}
@@ -131,8 +131,7 @@ def rule_stops(choice: RuleChoice, runs: Sequence[TuneRun], *, cache: ProgressCa
         if progress:
             progress(len(runs))
         return out
-    info = resolve(choice.spec)
-    build(info, choice.params)          # one clear error before any run
+    info = resolve(choice.spec)          # `made` above already checked the parameters, before any run
     out = []
     for run in runs:
         rule = build(info, choice.params)

@@ -63,6 +63,7 @@ def rules_of(args: argparse.Namespace, default: list[str]) -> list[tuple[str, st
     from imprint_core.stoprules import parse_params
     table = params_file(args.params)
     loose = parse_params(args.param)
+    used: set[str] = set()
     out = []
     for text in args.rules or default:
         spec, inline = text, {}
@@ -74,10 +75,16 @@ def rules_of(args: argparse.Namespace, default: list[str]) -> list[tuple[str, st
             name, dot, p = k.partition(".")
             if dot and name == spec:
                 params[p] = v
+                used.add(k)
             elif not dot and len(args.rules or default) == 1:
                 params[k] = v
+                used.add(k)
         params.update(inline)
         out.append((text, spec, params))
+    for k in loose:
+        if k not in used:   # a parameter no rule takes must not be dropped silently
+            raise UserInputError(f"--param {k} names no rule being compared", key=f"--param {k}",
+                                 expected="RULE.NAME=VALUE for one of " + ", ".join(spec for _, spec, _ in out))
     labels = [label for label, _, _ in out]
     dup = {x for x in labels if labels.count(x) > 1}
     if dup:

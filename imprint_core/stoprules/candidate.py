@@ -92,7 +92,7 @@ class OutcomeRepeat(Rule):
         self.sketches: OrderedDict[str, neardup.SketchStore] = OrderedDict()
         self.errors: OrderedDict[int, None] = OrderedDict()
         self.wrote: OrderedDict[str, None] = OrderedDict()   # write actions that ran
-        self.evidence = 0      # in units of 1 / lcm-free fractions: kept as a float sum of 1/N
+        self.evidence = 0.0    # the sum of 1/N over the current run of repeating rounds
         self.rounds = 0        # rounds in the current run of repeats
         self.last = ""
 
