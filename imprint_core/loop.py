@@ -20,7 +20,6 @@ from .events import (Answer, CountFallback, EmptyReply, RoundEnd, RunEnd, RunSta
 from .final import Evidence, FinalPlan, final_answer
 from .novelty import NoveltyConfig
 from .requests import ModelCaller
-from .rounds import RoundKind, classify_round
 from .settings import ResearchSettings
 from .stoprules import CallView, RoundView, build as build_rule
 from .tools import FunctionTool, ToolExecutor
@@ -181,8 +180,7 @@ class ResearchLoop:
         by_id = {c.id: c for c in calls}
         views = [CallView(r.name, dict(by_id[r.call_id].arguments) if r.call_id in by_id else {}, r.kind, r.status,
                           r.text, r.segments) for r in results]
-        kind, _ = classify_round(((r.kind, r.status) for r in results), novelty_progress=False)
-        stop, detail = self._end_round(RoundView(self.round, kind, tuple(views)), [r.call_id for r in results])
+        stop, detail = self._end_round(RoundView.of(self.round, views), [r.call_id for r in results])
         if self.cancel.cancelled:
             return StopReason.CANCELLED, "cancelled during the tool batch"
         if self.time.expired():
