@@ -1,6 +1,6 @@
 """imprint_core: a chat research loop that stops on progress and resource
 budgets instead of a round count (ADR 0102 with amendments 0157 and 0159)."""
-from .budget import POLICIES, LedgerTotals, RequestRecord, Reservation, TimeBudget, TokenLedger
+from .budget import POLICIES, LedgerTotals, RequestRecord, Reservation, TimeBudget, TokenBudget, TokenLedger
 from .clock import MonotonicClock, VirtualClock
 from .counting import DEFAULT_BYTES_PER_TOKEN, ByteEstimateCounter, RegexTokenCounter, common_prefix_len
 from .errors import (BudgetExceeded, ImprintError, ProviderError, ScriptExhausted, SettingsError,
@@ -10,11 +10,13 @@ from .files import atomic_write_text
 from .final import Evidence, FinalPlan
 from .loop import LoopConfig, ResearchLoop, ResearchResult, WORKER_TOOL
 from .novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule, normalize, segment
-from .requests import Collected, ModelCaller, Reply, collect
+from .requests import ModelCaller, Reply
+from .streams import Collected, collect
 from .rounds import classify_round
 from .providers.scripted import Chunk, ScriptedProvider, Turn, call
 from .settings import SPECS, ResearchSettings, Settings, SettingSpec, validate
 from .tools import FunctionTool, ToolExecutor
+from .workers import SectionWorkers
 from .trace import TRACE_FORMAT, EventLog, Trace, TraceWriter, read_trace
 from .types import (CancelToken, Clock, Done, ErrorEvent, FinalMode, Message, ModelRequest, Provider,
                     ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,

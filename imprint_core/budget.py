@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
-from .counting import GrownBytes, as_bytes_like, common_prefix_len
+from .counting import ProcessedUnits
 from .errors import TokenBudgetExceeded
 from .types import Clock, TokenCounter, Usage
 
@@ -58,6 +58,10 @@ class TimeBudget:
 
     def expired(self) -> bool:
         return self.remaining() <= 0
+
+    def passed(self) -> str:
+        """The one wording of a passed research deadline."""
+        return f"research deadline of {self.timeout_sec:g} s passed"
 
 
 @dataclass
@@ -132,23 +136,26 @@ class LedgerTotals:
         return self.budget - self.committed
 
 
-def _reused(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int]) -> int:
-    """common_prefix_len(prompt + output, units) for the two parts a context
-    has seen, without joining them or copying the transcript."""
-    prompt, output = seen
-    if (isinstance(prompt, GrownBytes) and isinstance(units, GrownBytes) and prompt.lineage is not None
-            and prompt.lineage is units.lineage):
-        n = min(len(prompt), len(units))  # one lineage, only ever extended: the shorter is a prefix
-    else:
-        prompt, units = as_bytes_like(prompt), as_bytes_like(units)
-        n = common_prefix_len(prompt, units)
-    if n < len(prompt) or not output:
-        return n
-    if isinstance(output, bytes):
-        data = units.buffer if isinstance(units, GrownBytes) else units
-        if isinstance(data, (bytes, bytearray)) and data.startswith(output, n, len(units)):
-            return n + len(output)
-    return n + common_prefix_len(output, as_bytes_like(units[n:]))
+@dataclass(frozen=True)
+class TokenBudget:
+    """The fixed token limit, checked against the usage it is handed: the
+    one place a request is admitted or refused (reservations, section
+    workers admitted in order, the refusal a request never sent meets)."""
+    limit: int
+    usage: LedgerTotals
+
+    def admits(self, want: int) -> bool:
+        return self.usage.committed + want <= self.limit
+
+    def refusal(self, want: int) -> TokenBudgetExceeded:
+        return TokenBudgetExceeded(limit=self.limit, used=self.usage.committed, requested=want)
+
+
+def _measured(usage: Usage | None) -> dict[str, int | None]:
+    """A record's provider-measured fields (None: not reported)."""
+    return {"measured_prompt": usage.prompt_tokens if usage else None,
+            "measured_cached": usage.cached_tokens if usage else None,
+            "measured_output": usage.output_tokens if usage else None}
 
 
 class TokenLedger:
@@ -165,18 +172,18 @@ class TokenLedger:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._outstanding: dict[int, Reservation] = {}
-        # context -> units its provider has seen: the last prompt's, then its output's
-        self._processed: dict[str, tuple[Sequence[int], Sequence[int]]] = {}
+        self._processed = ProcessedUnits()
         self.records: list[RequestRecord] = []
         self.final_records: list[RequestRecord] = []
         self.totals = LedgerTotals(budget=self.budget)
+        self.limit = TokenBudget(self.budget, self.totals)
 
     def reserve(self, estimated_prompt: int, max_output: int, *, role: str = "coordinator",
                 context_id: str = "coordinator") -> Reservation:
         with self._lock:
             want = estimated_prompt + max_output
-            if self.totals.committed + want > self.budget:
-                raise TokenBudgetExceeded(limit=self.budget, used=self.totals.committed, requested=want)
+            if not self.limit.admits(want):
+                raise self.limit.refusal(want)
             r = Reservation(next(self._ids), role, context_id, estimated_prompt, max_output)
             self._outstanding[r.id] = r
             self.totals.outstanding += want
@@ -208,8 +215,7 @@ class TokenLedger:
         with self._lock:
             del self._outstanding[r.id]
             self.totals.outstanding -= r.tokens
-            prev = self._processed.get(r.context_id)
-            reused_units = _reused(prev, prompt_units) if sent and prev is not None else 0
+            reused_units = self._processed.reused(r.context_id, prompt_units) if sent else 0
             reused = min(counter.to_tokens(reused_units), r.estimated_prompt)
             out_tokens = min(counter.to_tokens(len(output_units)), r.max_output)
             charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
@@ -233,19 +239,14 @@ class TokenLedger:
             else:
                 charged = min(charged_prompt + charged_output, r.tokens)
             overrun = max(charged - r.tokens, 0)
-            if sent:  # kept as two parts: joining them copied the whole transcript every round
-                self._processed[r.context_id] = (prompt_units, bytes(output_units)) \
-                    if isinstance(prompt_units, (bytes, GrownBytes)) else (tuple(prompt_units), tuple(output_units))
+            if sent:
+                self._processed.saw(r.context_id, prompt_units, output_units)
             rec = RequestRecord(
                 id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
                 outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,
                 max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged + overrun,
                 charged_prompt=charged_prompt, charged_output=charged_output, prefix_reused=reused,
-                output_tokens=out_tokens,
-                measured_prompt=usage.prompt_tokens if usage else None,
-                measured_cached=usage.cached_tokens if usage else None,
-                measured_output=usage.output_tokens if usage else None,
-                counter=counter.name, estimates=estimates, reconciled=reconciled, measured_charge=measured_charge,
+                output_tokens=out_tokens, **_measured(usage), counter=counter.name, estimates=estimates, reconciled=reconciled, measured_charge=measured_charge,
                 overrun=overrun)
             self.totals.charged += rec.charged
             self.totals.refunded += rec.refunded
@@ -266,14 +267,10 @@ class TokenLedger:
             rec = RequestRecord(
                 id=next(self._ids), role="final", context_id="final", policy=self.policy, outcome=outcome,
                 estimated_prompt=estimated_prompt, max_output=max_output, reserved=0, charged=0, refunded=0,
-                output_tokens=out,
-                measured_prompt=usage.prompt_tokens if usage else None,
-                measured_cached=usage.cached_tokens if usage else None,
-                measured_output=usage.output_tokens if usage else None,
-                counter=counter.name, estimates=estimates)
+                output_tokens=out, **_measured(usage), counter=counter.name, estimates=estimates)
             self.final_records.append(rec)
             return rec
 
     def forget_context(self, context_id: str) -> None:
         with self._lock:
-            self._processed.pop(context_id, None)
+            self._processed.forget(context_id)

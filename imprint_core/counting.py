@@ -194,6 +194,49 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return lo
 
 
+class ProcessedUnits:
+    """Per context, the units its provider has processed: the last prompt's,
+    then its output's. Prefix reuse is the part of a new prompt that one of
+    them already covers (prefix-refund charges only the rest)."""
+
+    def __init__(self):
+        self._seen: dict[str, tuple[Sequence[int], Sequence[int]]] = {}
+
+    def reused(self, context_id: str, units: Sequence[int]) -> int:
+        seen = self._seen.get(context_id)
+        return 0 if seen is None else reused_prefix(seen, units)
+
+    def saw(self, context_id: str, prompt_units: Sequence[int], output_units: Sequence[int]) -> None:
+        # Kept as two parts: joining them copied the whole transcript every round.
+        self._seen[context_id] = (prompt_units, bytes(output_units)) \
+            if isinstance(prompt_units, (bytes, GrownBytes)) else (tuple(prompt_units), tuple(output_units))
+
+    def forget(self, context_id: str) -> None:
+        self._seen.pop(context_id, None)
+
+    def __len__(self) -> int:  # contexts held: section workers' are forgotten after their request
+        return len(self._seen)
+
+
+def reused_prefix(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int]) -> int:
+    """common_prefix_len(prompt + output, units) for the two parts a context
+    has seen, without joining them or copying the transcript."""
+    prompt, output = seen
+    if (isinstance(prompt, GrownBytes) and isinstance(units, GrownBytes) and prompt.lineage is not None
+            and prompt.lineage is units.lineage):
+        n = min(len(prompt), len(units))  # one lineage, only ever extended: the shorter is a prefix
+    else:
+        prompt, units = as_bytes_like(prompt), as_bytes_like(units)
+        n = common_prefix_len(prompt, units)
+    if n < len(prompt) or not output:
+        return n
+    if isinstance(output, bytes):
+        data = units.buffer if isinstance(units, GrownBytes) else units
+        if isinstance(data, (bytes, bytearray)) and data.startswith(output, n, len(units)):
+            return n + len(output)
+    return n + common_prefix_len(output, as_bytes_like(units[n:]))
+
+
 class RegexTokenCounter:
     """A deterministic stand-in tokenizer (words, numbers and punctuation
     marks are one token each, ids are 32-bit hashes). The scripted provider

@@ -7,7 +7,8 @@ budget may condense the evidence first; if it still cannot fit (or the final
 request fails), the answer is the labelled evidence under a line saying why
 research stopped.
 
-Everything here works through a `ModelCaller` and the evidence, never the loop.
+Everything here works through a `ModelCaller`, the plan and the transcript it
+is handed, never the loop.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Any, Sequence
 
 from .events import Condensed, Fallback, FinalFit
 from .requests import ModelCaller
-from .types import FinalMode, Message, StopReason
+from .trace import TraceWriter
+from .types import CancelToken, FinalMode, Message, StopReason
 
 REASONS = {
     StopReason.TIME_BUDGET: "the research time budget ran out",
@@ -52,6 +54,7 @@ class FinalPlan:
     deadline_sec: float           # the final request's own deadline
     condense_max_output: int      # output allowance of a condensing request
     round: int = 0                # the round research stopped in (condensing requests are traced in it)
+    context_window: int = 0       # the provider's, in tokens: what the final context must fit
 
 
 def fallback_text(stop: StopReason, evidence: Sequence[Evidence], why_final: str) -> str:
@@ -62,31 +65,31 @@ def fallback_text(stop: StopReason, evidence: Sequence[Evidence], why_final: str
     return "\n".join(lines)
 
 
-def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason,
-                 messages: list[Message]) -> tuple[str, FinalMode]:
+def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason, messages: list[Message], *,
+                 trace: TraceWriter, cancel: CancelToken) -> tuple[str, FinalMode]:
     why = REASONS.get(stop, stop.value)
     final_msgs = messages + [Message("user", FINAL_INSTRUCTION.format(why=why))]
     fits, estimate = _fits(caller, plan, final_msgs)
     if not fits:
-        caller.trace.write(FinalFit(fits=False, estimated_prompt=estimate, max_tokens=plan.max_tokens,
-                                    context_window=caller.provider.context_window))
-        condensed = _condensed_messages(caller, plan, why) if plan.evidence else None
-        if caller.cancel.cancelled:  # cancelled while condensing: stop, no fallback
+        trace.write(FinalFit(fits=False, estimated_prompt=estimate, max_tokens=plan.max_tokens,
+                             context_window=plan.context_window))
+        condensed = _condensed_messages(caller, plan, why, trace) if plan.evidence else None
+        if cancel.cancelled:  # cancelled while condensing: stop, no fallback
             return "", FinalMode.CANCELLED
         if condensed is None:
-            return _fallback(caller, plan, stop, "the final context could not fit the model's context window")
+            return _fallback(trace, plan, stop, "the final context could not fit the model's context window")
         final_msgs = condensed
         fits, estimate = _fits(caller, plan, final_msgs)
         if not fits:
-            return _fallback(caller, plan, stop, "even the condensed evidence could not fit the model's context window")
+            return _fallback(trace, plan, stop, "even the condensed evidence could not fit the model's context window")
     reply = caller.final(final_msgs, max_tokens=plan.max_tokens, deadline_sec=plan.deadline_sec, estimate=estimate)
     if reply.stop is StopReason.CANCELLED:
         return "", FinalMode.CANCELLED
     if reply.error is not None:
-        return _fallback(caller, plan, stop, f"the final request failed ({reply.error})")
+        return _fallback(trace, plan, stop, f"the final request failed ({reply.error})")
     if not reply.text.strip():
         why_not = "the final request ran past its deadline" if reply.stop else "the final request returned no text"
-        return _fallback(caller, plan, stop, why_not)
+        return _fallback(trace, plan, stop, why_not)
     if reply.stop is StopReason.TIME_BUDGET:
         return (reply.text + f"\n\n[answer cut short: the final request reached its "
                              f"{plan.deadline_sec:g}-second deadline]"), FinalMode.SYNTHESIZED
@@ -95,17 +98,17 @@ def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason,
 
 def _fits(caller: ModelCaller, plan: FinalPlan, messages: list[Message]) -> tuple[bool, int]:
     estimate = caller.estimate(messages)
-    return estimate + plan.max_tokens <= caller.provider.context_window, estimate
+    return estimate + plan.max_tokens <= plan.context_window, estimate
 
 
 def _condense_prompt(plan: FinalPlan, items: list[str]) -> list[Message]:
     return [Message("system", CONDENSE_SYSTEM), Message("user", plan.question + "\n\n" + "\n\n".join(items))]
 
 
-def _condensed_messages(caller: ModelCaller, plan: FinalPlan, why: str) -> list[Message] | None:
+def _condensed_messages(caller: ModelCaller, plan: FinalPlan, why: str, trace: TraceWriter) -> list[Message] | None:
     """Spend what is left of the research budget on worker requests that
     condense the evidence in chunks; None when nothing could be condensed."""
-    room = caller.provider.context_window - plan.condense_max_output
+    room = plan.context_window - plan.condense_max_output
     chunks: list[list[str]] = [[]]
     for ev in plan.evidence:
         candidate = chunks[-1] + [f"[{ev.label}]\n{ev.text}"]
@@ -118,7 +121,7 @@ def _condensed_messages(caller: ModelCaller, plan: FinalPlan, why: str) -> list[
     for i, chunk in enumerate(chunks):
         reply = caller.research(_condense_prompt(plan, chunk), [], role="worker", context_id=f"condense-{i}",
                                 max_output=plan.condense_max_output, round=plan.round)
-        caller.trace.write(Condensed(chunk=i, items=len(chunk), ok=not reply.failed, detail=reply.detail))
+        trace.write(Condensed(chunk=i, items=len(chunk), ok=not reply.failed, detail=reply.detail))
         if reply.failed or not reply.text.strip():
             break
         notes.append(reply.text)
@@ -133,6 +136,6 @@ def _condensed_messages(caller: ModelCaller, plan: FinalPlan, why: str) -> list[
                     + "\n\n" + FINAL_INSTRUCTION.format(why=why))]
 
 
-def _fallback(caller: ModelCaller, plan: FinalPlan, stop: StopReason, why_final: str) -> tuple[str, FinalMode]:
-    caller.trace.write(Fallback(reason=why_final, evidence=len(plan.evidence)))
+def _fallback(trace: TraceWriter, plan: FinalPlan, stop: StopReason, why_final: str) -> tuple[str, FinalMode]:
+    trace.write(Fallback(reason=why_final, evidence=len(plan.evidence)))
     return fallback_text(stop, plan.evidence, why_final), FinalMode.FALLBACK

@@ -2,80 +2,22 @@
 
 `ModelCaller.research` is every research request (coordinator turns and
 section workers); `ModelCaller.final` is the tools-free final request. Both
-return a typed `Reply` and never raise for a provider failure. `collect`
-turns a provider's event stream into one `Collected`, checking the deadline
-and cancellation on every event; benchmarks and tests use it too.
+return a typed `Reply` and never raise for a provider failure. A provider's
+event stream becomes one `Collected` in `streams.collect`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from .budget import RequestRecord, TimeBudget, TokenLedger
 from .counting import Counting, count_prompt
 from .errors import CountingUnavailable, ProviderError, TokenBudgetExceeded
 from .events import (BudgetExhausted, CountFallback, FinalRequest, FinalSettled, RequestReserved, RequestRetry,
                      RequestSettled)
+from .streams import Collected, collect
 from .trace import TraceWriter
-from .types import (CancelToken, Clock, Done, ErrorEvent, Message, ModelRequest, Provider, ProviderEvent,
-                    StopReason, TextDelta, TokenCounter, ToolCall, ToolCallEvent, ToolSpec, Usage, UsageEvent)
-
-
-@dataclass(frozen=True)
-class Collected:
-    """What one provider stream produced. `interrupted`: the deadline or a
-    cancellation cut it; `error`: the provider failed."""
-    text: str = ""
-    calls: tuple[ToolCall, ...] = ()
-    usage: Usage | None = None
-    interrupted: StopReason | None = None
-    error: ProviderError | None = None
-
-
-def collect(events: Iterable[ProviderEvent], *, clock: Clock | None = None, deadline: float = math.inf,
-            cancel: CancelToken | None = None) -> Collected:
-    """Consume a provider stream, checking cancellation and the deadline
-    after every event. Closes the stream however it ends."""
-    parts: list[str] = []
-    calls: list[ToolCall] = []
-    usage: Usage | None = None
-    interrupted: StopReason | None = None
-    error: ProviderError | None = None
-
-    def cut() -> StopReason | None:
-        if cancel is not None and cancel.cancelled:
-            return StopReason.CANCELLED
-        if clock is not None and clock.now() >= deadline:
-            return StopReason.TIME_BUDGET
-        return None
-
-    try:
-        for event in events:
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-            elif isinstance(event, ToolCallEvent):
-                calls.append(event.call)
-            elif isinstance(event, UsageEvent):
-                usage = event.usage
-            elif isinstance(event, ErrorEvent):
-                raise event.error
-            elif isinstance(event, Done):
-                break
-            interrupted = cut()
-            if interrupted is not None:
-                break
-        else:
-            # Ended without Done: a provider that saw the deadline or the
-            # cancellation itself and stopped early.
-            interrupted = cut()
-    except ProviderError as exc:
-        error = exc
-    finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
-    return Collected("".join(parts), tuple(calls), usage, interrupted, error)
+from .types import CancelToken, Clock, Message, ModelRequest, Provider, StopReason, TokenCounter, ToolCall, ToolSpec, Usage
 
 
 @dataclass
@@ -165,9 +107,6 @@ class ModelCaller:
         if cal is not None and usage is not None and usage.prompt_tokens:
             cal.observe(messages, tools, usage.prompt_tokens)
 
-    def _deadline_passed(self) -> str:
-        return f"research deadline of {self.time.timeout_sec:g} s passed"
-
     def research(self, messages: list[Message], tools: list[ToolSpec], *, role: str, context_id: str,
                  max_output: int, round: int) -> Reply:
         """Time and cancel checks, count, context check, reservation,
@@ -177,7 +116,7 @@ class ModelCaller:
             if self.cancel.cancelled:
                 return Reply(stop=StopReason.CANCELLED, detail="cancelled before a model request")
             if self.time.expired():
-                return Reply(stop=StopReason.TIME_BUDGET, detail=self._deadline_passed())
+                return Reply(stop=StopReason.TIME_BUDGET, detail=self.time.passed())
             counter, units, estimate = self.count(messages, tools, role=role, context_id=context_id)
             window = self.provider.context_window
             if estimate + max_output > window:
@@ -208,7 +147,7 @@ class ModelCaller:
                                             error=str(error) if error else None,
                                             interrupted=interrupted.value if interrupted else None, round=round))
             if interrupted is not None:
-                what = "cancelled" if interrupted is StopReason.CANCELLED else self._deadline_passed()
+                what = "cancelled" if interrupted is StopReason.CANCELLED else self.time.passed()
                 return Reply(text=got.text, stop=interrupted, detail=f"{what} during a {role} response",
                              record=record)
             if error is None:
@@ -235,8 +174,7 @@ class ModelCaller:
     def reservation_refused(self, messages: list[Message], max_output: int, *, role: str, context_id: str) -> str:
         """The budget error a request that was never tried would have met,
         traced as such (section workers admitted in order)."""
-        exc = TokenBudgetExceeded(limit=self.ledger.budget, used=self.ledger.totals.committed,
-                                  requested=self.estimate(messages) + max_output)
+        exc = self.ledger.limit.refusal(self.estimate(messages) + max_output)
         self._exhausted(exc, role, context_id)
         return str(exc)
 

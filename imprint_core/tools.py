@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from .budget import TimeBudget
 from .errors import ToolAbandoned
+from .events import ToolCallStarted, ToolResultRecorded
 from .novelty import segment
+from .trace import TraceWriter
 from .types import (CancelToken, Clock, Tool, ToolCall, ToolContext, ToolFunction, ToolOutput,
                     ToolResult, ToolSpec)
 
@@ -73,16 +75,18 @@ class ToolExecutor:
     started when either has passed gets an explicit "not executed" result, so
     every call has exactly one result. A blocking tool or a write that is
     running is allowed to finish; its result is recorded. Exceptions become
-    error results. Writes are never deduplicated, skipped or retried."""
+    error results. Writes are never deduplicated, skipped or retried.
+
+    Each call's start and result go to the trace as they happen, so an
+    executed write is on file even if the process dies mid-batch; the batch's
+    results are returned for the loop to judge."""
 
     def __init__(self, tools: Sequence[Tool], clock: Clock, budget: TimeBudget, cancel: CancelToken,
-                 on_call: Callable[[dict], None] | None = None,
-                 on_result: Callable[[ToolCall, int, ToolResult], None] | None = None):
+                 trace: TraceWriter | None = None):
         self.tools = {t.spec.name: t for t in tools}
         self._validators = {name: _compile_validator(t.spec.parameters) for name, t in self.tools.items()}
         self.clock, self.budget, self.cancel = clock, budget, cancel
-        self.on_call = on_call or (lambda data: None)
-        self.on_result = on_result or (lambda call, round_no, result: None)
+        self.trace = trace or TraceWriter(None, clock)
 
     def kind_of(self, call: ToolCall) -> str:
         tool = self.tools.get(call.name)
@@ -116,14 +120,14 @@ class ToolExecutor:
         if problem:
             return self._emit(call, round_no, ToolResult(call.id, call.name, kind, "error",
                                                          f"error: invalid arguments: {problem}"))
-        self.on_call({"round": round_no, "index": index, "call_id": call.id, "tool": call.name,
-                                    "kind": kind, "arguments": call.arguments, "blocking": tool.blocking})
+        self.trace.write(ToolCallStarted(round=round_no, index=index, call_id=call.id, tool=call.name, kind=kind,
+                                         arguments=call.arguments, blocking=tool.blocking))
         started = self.clock.now()
         if kind == "ask":
             self.budget.pause()  # amendment 0159: waiting for the user is not research time
         deadline = self.budget.deadline
         try:
-            ctx = ToolContext(self.clock, deadline, self.cancel, blocking=tool.blocking, kind=kind)
+            ctx = ToolContext(self.clock, deadline, self.cancel, blocking=tool.blocking, kind=kind, round=round_no)
             out = tool(call.arguments, ctx)
             if not isinstance(out, ToolOutput):
                 out = ToolOutput(_as_text(out))
@@ -132,7 +136,8 @@ class ToolExecutor:
             # not evidence, whatever its raw text.
             status = out.status or ("ok" if _has_units(text, out.segments) else "empty")
             result = ToolResult(call.id, call.name, kind, status, text,
-                                segments=tuple(_as_text(s) for s in out.segments) if out.segments is not None else None)
+                                segments=tuple(_as_text(s) for s in out.segments) if out.segments is not None else None,
+                                stop=out.stop)
         except ToolAbandoned as exc:
             result = ToolResult(call.id, call.name, kind, "error", f"error: not completed: {exc}")
         except Exception as exc:  # a tool's failure is evidence of failure, not a crash
@@ -143,10 +148,15 @@ class ToolExecutor:
         finished = self.clock.now()
         result = ToolResult(result.call_id, result.name, result.kind, result.status, result.text, result.segments,
                             started_at=started, finished_at=finished,
-                            after_deadline=kind != "ask" and finished > self.budget.deadline)
+                            after_deadline=kind != "ask" and finished > self.budget.deadline, stop=result.stop)
         return self._emit(call, round_no, result)
 
     def _emit(self, call: ToolCall, round_no: int, result: ToolResult) -> ToolResult:
-        # Recorded as soon as it exists: an executed write is never lost.
-        self.on_result(call, round_no, result)
+        # Written as soon as it exists: an executed write is never lost. The
+        # stop rule's verdict on it follows in the round's `round_end`.
+        self.trace.write(ToolResultRecorded(
+            round=round_no, call_id=call.id, tool=call.name, kind=result.kind, status=result.status,
+            chars=len(result.text), after_deadline=result.after_deadline, started=result.started_at,
+            finished=result.finished_at, arguments=call.arguments, text=result.text,
+            segments=list(result.segments) if result.segments is not None else None))
         return result

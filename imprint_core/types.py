@@ -85,6 +85,9 @@ class ToolOutput:
     text: str
     segments: tuple[str, ...] | None = None
     status: Literal["ok", "empty", "error"] | None = None  # None: derived from text
+    # A tool that spends the research budgets itself (section workers) and met
+    # one: research ends after this batch, with this reason and detail.
+    stop: "tuple[StopReason, str] | None" = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class ToolResult:
     started_at: float | None = None
     finished_at: float | None = None
     after_deadline: bool = False
+    stop: "tuple[StopReason, str] | None" = None   # the tool's own stop (ToolOutput.stop)
 
 
 @dataclass(frozen=True)
@@ -235,12 +239,14 @@ class ToolContext:
     user ends on cancellation ("cancellation stops everything at once").
     """
 
-    def __init__(self, clock: Clock, deadline: float, cancel: CancelToken, *, blocking: bool, kind: ToolKind):
+    def __init__(self, clock: Clock, deadline: float, cancel: CancelToken, *, blocking: bool, kind: ToolKind,
+                 round: int = 0):
         self.clock = clock
         self.deadline = deadline
         self.cancel = cancel
         self.blocking = blocking
         self.kind = kind
+        self.round = round   # the research round the call belongs to
 
     def work(self, seconds: float) -> None:
         from .errors import ToolAbandoned

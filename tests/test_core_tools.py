@@ -5,7 +5,9 @@ import pytest
 
 from imprint_core import (CancelToken, Chunk, Done, FunctionTool, ModelRequest, Message, ProviderError,
                           ScriptedProvider, ScriptExhausted, TextDelta, TimeBudget, ToolCallEvent, ToolExecutor,
-                          ToolOutput, ToolSpec, Turn, UsageEvent, VirtualClock, call)
+                          ToolOutput, ToolSpec, TraceWriter, Turn, UsageEvent, VirtualClock, call)
+
+from imprint_core.events import ToolResultRecorded
 
 from helpers import read_tool, write_tool
 
@@ -14,9 +16,10 @@ def executor(tools, timeout=10.0, cancel=None, clock=None):
     clock = clock or VirtualClock()
     budget = TimeBudget(clock, timeout)
     budget.start()
+    trace = TraceWriter(None, clock)
     seen: list = []
-    ex = ToolExecutor(tools, clock, budget, cancel or CancelToken(clock),
-                      on_result=lambda c, n, r: seen.append(r))
+    trace.subscribe(seen.append)
+    ex = ToolExecutor(tools, clock, budget, cancel or CancelToken(clock), trace=trace)
     return ex, clock, budget, seen
 
 
@@ -24,7 +27,8 @@ def test_every_call_gets_exactly_one_result_in_order():
     ex, clock, _, seen = executor([read_tool(work=6), write_tool()])
     calls = [call("search", q="a"), call("save_note", text="x"), call("search", q="b"), call("search", q="c")]
     results = ex.run_batch(calls, 1)
-    assert [r.call_id for r in results] == [c.id for c in calls] == [r.call_id for r in seen]
+    recorded = [e for e in seen if isinstance(e, ToolResultRecorded)]
+    assert [r.call_id for r in results] == [c.id for c in calls] == [r.call_id for r in recorded]
     assert [r.status for r in results] == ["ok", "ok", "ok", "not_executed"]
     assert results[2].after_deadline and results[2].finished_at == 12
     assert "not executed" in results[3].text and "deadline" in results[3].text

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from imprint_core import TokenLedger, Usage
 from imprint_core.errors import TokenBudgetExceeded
-from imprint_core.budget import _reused
+from imprint_core.counting import reused_prefix
 from imprint_core.counting import GrownBytes, common_prefix_len
 
 
@@ -148,10 +148,10 @@ def grown(data: bytes, n: int, lineage=None) -> GrownBytes:
 
 def test_views_of_one_lineage_compare_by_length_and_of_two_by_content():
     same = object()
-    assert _reused((grown(b"abcdef", 4, same), b""), grown(b"abcdef", 6, same)) == 4
+    assert reused_prefix((grown(b"abcdef", 4, same), b""), grown(b"abcdef", 6, same)) == 4
     # Different lineages: the contents decide (the first byte differs).
-    assert _reused((grown(b"xbcd", 4, object()), b""), grown(b"abcdef", 6, object())) == 0
-    assert _reused((grown(b"xbcd", 4, None), b""), grown(b"abcdef", 6, None)) == 0
+    assert reused_prefix((grown(b"xbcd", 4, object()), b""), grown(b"abcdef", 6, object())) == 0
+    assert reused_prefix((grown(b"xbcd", 4, None), b""), grown(b"abcdef", 6, None)) == 0
 
 
 def test_output_bytes_past_the_prompt_s_length_in_its_buffer_do_not_count():
@@ -159,18 +159,18 @@ def test_output_bytes_past_the_prompt_s_length_in_its_buffer_do_not_count():
     # its length by a later prompt, and only its first n bytes are its own.
     series = object()
     prompt = grown(b"hello", 5, series)
-    assert _reused((prompt, b"XYZ"), grown(b"helloXYZ", 5, series)) == 5
+    assert reused_prefix((prompt, b"XYZ"), grown(b"helloXYZ", 5, series)) == 5
     units = grown(b"hello__XYZ", 7, series)
-    assert _reused((prompt, b"XYZ"), units) == 5
-    assert _reused((prompt, b"__"), units) == 7
-    assert _reused((prompt, b"__X"), units) == 7
-    assert _reused((prompt, b"_-"), units) == 6
+    assert reused_prefix((prompt, b"XYZ"), units) == 5
+    assert reused_prefix((prompt, b"__"), units) == 7
+    assert reused_prefix((prompt, b"__X"), units) == 7
+    assert reused_prefix((prompt, b"_-"), units) == 6
 
 
 def test_a_partly_echoed_output_counts_its_common_prefix():
-    assert _reused((b"abc", b"defg"), b"abcdeX") == 5
-    assert _reused((b"abc", b"defg"), grown(b"abcdeXgg", 6)) == 5
-    assert _reused((b"abc", b"de"), grown(b"abcdeXgg", 8)) == 5
+    assert reused_prefix((b"abc", b"defg"), b"abcdeX") == 5
+    assert reused_prefix((b"abc", b"defg"), grown(b"abcdeXgg", 6)) == 5
+    assert reused_prefix((b"abc", b"de"), grown(b"abcdeXgg", 8)) == 5
 
 
 @given(st.binary(max_size=12), st.binary(max_size=6), st.binary(max_size=16), st.binary(max_size=6),
@@ -180,7 +180,7 @@ def test_reused_is_the_prefix_against_the_parts_joined(prompt, output, units, sp
     their length, plain bytes, either side wrapped or not."""
     seen_prompt = grown(prompt + spare, len(prompt)) if wrap_prompt else prompt
     seen_units = grown(units + spare, len(units)) if wrap_units else units
-    assert _reused((seen_prompt, output), seen_units) == common_prefix_len(prompt + output, units)
+    assert reused_prefix((seen_prompt, output), seen_units) == common_prefix_len(prompt + output, units)
 
 
 @given(st.binary(max_size=12), st.binary(max_size=6), st.binary(max_size=16), st.binary(max_size=6))
@@ -190,4 +190,4 @@ def test_reused_within_one_lineage_is_the_prefix_against_the_parts_joined(prompt
     series = object()
     buffer = bytearray(prompt + extra + spare)
     seen, units = GrownBytes(buffer, len(prompt), series), GrownBytes(buffer, len(prompt) + len(extra), series)
-    assert _reused((seen, output), units) == common_prefix_len(prompt + output, prompt + extra)
+    assert reused_prefix((seen, output), units) == common_prefix_len(prompt + output, prompt + extra)

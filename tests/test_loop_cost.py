@@ -9,7 +9,8 @@ import dataclasses
 from hypothesis import given, settings as hsettings, strategies as st
 
 from imprint_core import EVENT_TYPES, ByteEstimateCounter, Message, ToolCall, ToolSpec, common_prefix_len
-from imprint_core.budget import RequestRecord, _reused
+from imprint_core.budget import RequestRecord
+from imprint_core.counting import reused_prefix
 from imprint_core.counting import GrownBytes, render_message, render_tools
 from imprint_core.novelty import segment
 from imprint_core.tools import _as_text, _has_units
@@ -62,7 +63,7 @@ def test_prompts_past_the_buffer_s_room_stay_whole_and_prefixes_of_the_next():
                  Message("tool", f"{i} " * 20_000, tool_call_id=f"c{i}")]
     for a, b in zip(seen, seen[1:]):
         assert bytes(b).startswith(bytes(a))
-        assert _reused((a, b""), b) == len(a) == common_prefix_len(bytes(a), bytes(b))
+        assert reused_prefix((a, b""), b) == len(a) == common_prefix_len(bytes(a), bytes(b))
     assert len({id(u.buffer) for u in seen}) > 2 and len({id(u.lineage) for u in seen}) == 2
 
 
@@ -83,20 +84,20 @@ _units = st.lists(st.integers(0, 3), max_size=30)
 def test_prefix_against_the_two_parts_seen_is_the_prefix_against_them_joined(prompt, output, new, as_bytes):
     if as_bytes:
         prompt, output, new = bytes(prompt), bytes(output), bytes(new)
-        assert _reused((prompt, output), new) == common_prefix_len(prompt + output, new)
-        assert _reused((prompt, output), prompt + output + new) == len(prompt) + len(output)
+        assert reused_prefix((prompt, output), new) == common_prefix_len(prompt + output, new)
+        assert reused_prefix((prompt, output), prompt + output + new) == len(prompt) + len(output)
         # GrownBytes of one buffer (the counter's), of another, and mixed with bytes
         buf = bytearray(prompt + output + new)
         same = GrownBytes(buf, len(buf))
         joined = prompt + output + new
         for seen in (GrownBytes(buf, len(prompt)), GrownBytes(bytearray(prompt), len(prompt)), prompt):
-            assert _reused((seen, output), same) == common_prefix_len(prompt + output, joined)
-            assert _reused((seen, output), GrownBytes(bytearray(new), len(new))) == \
+            assert reused_prefix((seen, output), same) == common_prefix_len(prompt + output, joined)
+            assert reused_prefix((seen, output), GrownBytes(bytearray(new), len(new))) == \
                 common_prefix_len(prompt + output, new)
     else:
         prompt, output, new = tuple(prompt), tuple(output), tuple(new)
-        assert _reused((prompt, output), new) == common_prefix_len(prompt + output, new)
-        assert _reused((prompt, output), prompt + output + new) == len(prompt) + len(output)
+        assert reused_prefix((prompt, output), new) == common_prefix_len(prompt + output, new)
+        assert reused_prefix((prompt, output), prompt + output + new) == len(prompt) + len(output)
 
 
 @hsettings(max_examples=300, deadline=None)
