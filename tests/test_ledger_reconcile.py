@@ -78,6 +78,16 @@ def test_a_reconciled_charge_above_the_reservation_is_an_overrun_never_a_negativ
     assert (under.charged, under.refunded, under.overrun) == (2, 4, 0) and ledger.totals.overruns == 1
 
 
+def test_the_totals_add_up_every_overrun_and_count_each_overrunning_request():
+    ledger = TokenLedger(1000)
+    first = settle(ledger, (1, 2), (3,), estimated=2, max_output=4, usage=Usage(prompt_tokens=20, output_tokens=1),
+                   context="a")
+    second = settle(ledger, (1, 2), (3,), estimated=2, max_output=4, usage=Usage(prompt_tokens=9, output_tokens=1),
+                    context="b")
+    assert (first.overrun, second.overrun) == (15, 4)
+    assert (ledger.totals.overrun, ledger.totals.overruns) == (19, 2)
+
+
 def test_an_overrun_that_spends_the_budget_stops_the_next_reservation():
     """A server reporting 5,000 prompt tokens against an estimate of 944 on a
     4,096 budget: the charge is the measurement, the overrun is recorded, and
