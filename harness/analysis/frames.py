@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from imprint_core.counting import COUNTED_MODES
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.events import (Answer, BudgetExhausted, FinalSettled, RequestSettled, RoundEnd, RunEnd, RunStart,
@@ -46,7 +47,7 @@ REQUEST_COLUMNS = [
     "round", "attempt", "outcome", "estimated", "max_output", "reserved", "charged", "refunded", "charged_prompt",
     "charged_output", "prefix_reused", "output_tokens", "measured_prompt", "measured_cached", "measured_output",
     "ratio", "duration", "t", "error", "counting_mode", "counting_used", "counting_exact", "counter",
-    "est_byte", "est_calibrated", "est_tokenizer", "reconciled"]
+    *(f"est_{m}" for m in COUNTED_MODES), "reconciled"]
 TOOL_COLUMNS = [
     "run", "name", "scenario", "provider", "provider_kind", "source", "reply", "round", "index", "call_id", "tool",
     "kind", "status", "blocking", "verdict", "paragraphs", "new_paragraphs", "new_shingles", "repeated_error",
@@ -202,7 +203,7 @@ def _load_trace(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list
                 "ratio": est / meas if est is not None and meas else None,
                 "duration": _num(getattr(e, "duration", None)), "t": _num(e.t), "error": e.error,
                 **counting_cols, "counter": r.counter, "reconciled": bool(r.reconciled),
-                **{f"est_{m}": _num((r.estimates or {}).get(m)) for m in ("byte", "calibrated", "tokenizer")}})
+                **{f"est_{m}": _num((r.estimates or {}).get(m)) for m in COUNTED_MODES}})
         elif isinstance(e, ToolResultRecorded):
             rnd = int(e.round or 0)
             nov = verdicts.get(str(e.call_id)) or {}

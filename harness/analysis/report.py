@@ -24,6 +24,8 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from imprint_core.counting import COUNTED_MODES
+
 from .frames import Frames
 from .token_overruns import token_overruns
 
@@ -176,9 +178,6 @@ def estimate_stats(frames: Frames) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-COUNTING_MODES = ("byte", "calibrated", "tokenizer")
-
-
 def counting_mode_stats(frames: Frames) -> pd.DataFrame:
     """Issue 14: every counting mode against the same measurements, per
     provider, side by side. Each request records the figure of every mode
@@ -189,10 +188,10 @@ def counting_mode_stats(frames: Frames) -> pd.DataFrame:
     req = frames.measured_requests()
     rows = []
     for provider, g in req.groupby("provider"):
-        if not any(g[f"est_{m}"].notna().any() for m in COUNTING_MODES):
+        if not any(g[f"est_{m}"].notna().any() for m in COUNTED_MODES):
             continue
         used = sorted(str(u) for u in g["counting_used"].dropna().unique())
-        for mode in COUNTING_MODES:
+        for mode in COUNTED_MODES:
             est = g[f"est_{mode}"]
             ok = est.notna()
             if not ok.any():
