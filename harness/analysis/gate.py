@@ -37,6 +37,7 @@ from ..realruns.labels import (LOOP_SLACK, Judgement, Labels, RunLabel, Tally, c
                                read_user_file)
 from ..realruns.noveltyfields import describe, make_config
 from ..realruns.regressions import CORPUS as REGRESSIONS
+from ..ratios import ratio_stats
 from ..realruns.rounds import PATIENCE, USER_TURNS
 from .frames import Frames, load_frames
 
@@ -449,9 +450,9 @@ def novelty_config(cfg: GateConfig):
 
 
 def _figure(ratios: pd.Series) -> str:
-    n = len(ratios)
-    return (f"median {ratios.median():.3f}, p95 {ratios.quantile(0.95):.3f}, "
-            f"under {(ratios < 1).mean():.1%} of {n}") if n else "no measured requests"
+    st = ratio_stats(ratios)
+    return (f"median {st.median:.3f}, p95 {st.p95:.3f}, "
+            f"under {st.under:.1%} of {st.count}") if st else "no measured requests"
 
 
 def divergence(frames: Frames, cfg: GateConfig) -> Condition:
@@ -531,8 +532,8 @@ def _judge(c: Condition, label: str, ratios: pd.Series, th: dict[str, Any]) -> i
         c.rows.append({"subject": label, "figure": f"{n} measured request(s)", "value": n,
                        "threshold": f"≥ {th['min_requests']} to judge", "passed": None})
         return 0
-    med, p95 = float(ratios.median()), float(ratios.quantile(0.95))
-    under = float((ratios < 1).mean())
+    st = ratio_stats(ratios)
+    med, p95, under = st.median, st.p95, st.under
     checks = [
         ("median", f"{med:.3f}", med, f"{th['median_min']}–{th['median_max']}",
          th["median_min"] <= med <= th["median_max"]),
@@ -544,8 +545,8 @@ def _judge(c: Condition, label: str, ratios: pd.Series, th: dict[str, Any]) -> i
         c.rows.append({"subject": f"{label}: {what}", "figure": fig, "value": value, "threshold": thr,
                        "passed": ok})
         c.passed &= ok
-    c.details.append(f"{label}: {n} requests, worst under-count {ratios.min():.3f}, "
-                     f"worst over-count {ratios.max():.3f}")
+    c.details.append(f"{label}: {n} requests, worst under-count {st.lowest:.3f}, "
+                     f"worst over-count {st.highest:.3f}")
     return 1
 
 

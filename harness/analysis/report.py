@@ -26,6 +26,7 @@ import pandas as pd
 
 from imprint_core.counting import COUNTED_MODES
 
+from ..ratios import ratio_stats
 from .frames import Frames
 from .token_overruns import token_overruns
 
@@ -167,10 +168,10 @@ def estimate_stats(frames: Frames) -> pd.DataFrame:
     rows = []
     for provider, g in req.groupby("provider"):
         lo, hi = g.loc[g["ratio"].idxmin()], g.loc[g["ratio"].idxmax()]
+        st = ratio_stats(g["ratio"])
         rows.append({
-            "provider": provider, "requests": len(g), "median": round(float(g["ratio"].median()), 3),
-            "p95": round(float(g["ratio"].quantile(0.95)), 3),
-            "under-counts": f"{(g['ratio'] < 1).mean():.1%}",
+            "provider": provider, "requests": st.count, "median": round(st.median, 3), "p95": round(st.p95, 3),
+            "under-counts": f"{st.under:.1%}",
             "worst under-count": f"{lo['ratio']:.3f} ({int(lo['estimated'])} est. / {int(lo['measured_prompt'])} meas., "
                                  f"{lo['scenario']})",
             "worst over-count": f"{hi['ratio']:.3f} ({int(hi['estimated'])} est. / {int(hi['measured_prompt'])} meas., "
@@ -196,10 +197,10 @@ def counting_mode_stats(frames: Frames) -> pd.DataFrame:
             ok = est.notna()
             if not ok.any():
                 continue
-            ratio = est[ok] / g.loc[ok, "measured_prompt"]
+            st = ratio_stats(est[ok] / g.loc[ok, "measured_prompt"])
             rows.append({"provider": provider, "mode": mode, "requests": int(ok.sum()),
-                         "median": round(float(ratio.median()), 3), "p95": round(float(ratio.quantile(0.95)), 3),
-                         "under-counts": f"{(ratio < 1).mean():.1%}", "exact": f"{(ratio == 1).mean():.0%}",
+                         "median": round(st.median, 3), "p95": round(st.p95, 3),
+                         "under-counts": f"{st.under:.1%}", "exact": f"{st.exact:.0%}",
                          "budget used it": "yes" if mode in used else "",
                          "reconciled": int(g.loc[ok, "reconciled"].fillna(False).astype(bool).sum())})
     return pd.DataFrame(rows)
@@ -238,7 +239,7 @@ def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[P
             axis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("measured prompt tokens (provider)")
         ax.set_ylabel("estimated prompt tokens (ours)")
-        ax.set_title(f"{provider}: median est./meas. {g['ratio'].median():.2f}")
+        ax.set_title(f"{provider}: median est./meas. {ratio_stats(g['ratio']).median:.2f}")
         ax.text(0.97, 0.04, "above the line: over-count\nbelow: under-count", transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=7, color="#555")
         ax.legend(fontsize=7, loc="upper left")
@@ -251,15 +252,16 @@ def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[P
     fig, axes = plt.subplots(1, n, figsize=(max(4.2 * n, 5.5), 3.4), squeeze=False, constrained_layout=True)
     for ax, provider in zip(axes.flat, providers):
         r = req.loc[req["provider"] == provider, "ratio"]
-        lo, hi = min(float(r.min()), 0.95), max(float(r.max()), 1.05)
+        st = ratio_stats(r)
+        lo, hi = min(st.lowest, 0.95), max(st.highest, 1.05)
         bins = 30 if r.nunique() > 1 else 5
         ax.hist(r, bins=bins, range=(lo, hi), color=colors.get(provider), alpha=0.85)
         ax.axvline(1.0, color="black", ls="--", lw=1, label="exact")
-        ax.axvline(float(r.median()), color="#c0392b", lw=1.2, label=f"median {r.median():.3f}")
-        ax.axvline(float(r.quantile(0.95)), color="#c0392b", lw=1, ls=":", label=f"p95 {r.quantile(0.95):.3f}")
+        ax.axvline(st.median, color="#c0392b", lw=1.2, label=f"median {st.median:.3f}")
+        ax.axvline(st.p95, color="#c0392b", lw=1, ls=":", label=f"p95 {st.p95:.3f}")
         ax.set_xlabel("estimated / measured (below 1: under-count)")
         ax.set_ylabel("requests")
-        ax.set_title(f"{provider} ({len(r)} requests, {(r < 1).mean():.0%} under-counted)")
+        ax.set_title(f"{provider} ({st.count} requests, {st.under:.0%} under-counted)")
         ax.legend(fontsize=7)
     fig.suptitle("Estimate / measurement per request")
     return scatter, _save(fig, out / "estimates-ratio.png")

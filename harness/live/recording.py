@@ -45,6 +45,8 @@ import yaml
 
 from imprint_core.errors import ImprintError, UserInputError
 
+from ..ratios import ratio_stats
+
 Mode = Literal["none", "once", "all"]
 MODES: tuple[str, ...] = ("none", "once", "all")
 REPLAY_HOST = "127.0.0.1"
@@ -531,16 +533,12 @@ def estimate_figures(trace_paths: list[str | os.PathLike]) -> dict[str, Any]:
                 rows.append((e.estimated_prompt, e.measured_prompt, sizes.get(key)))
     if not rows:
         return {"requests": 0}
-    ratios = sorted(est / meas for est, meas, _ in rows)
-
-    def pct(q: float) -> float:
-        return ratios[min(len(ratios) - 1, max(0, round(q * (len(ratios) - 1))))]
-
-    safe = [b / m for _, m, b in rows if b]
-    return {"requests": len(rows), "median": round(pct(0.5), 3), "p95": round(pct(0.95), 3),
-            "under_fraction": round(sum(1 for r in ratios if r < 1) / len(ratios), 3),
-            "safe_bytes_per_token": round(min(safe), 3) if safe else None,
-            "bytes_per_measured_token_median": round(sorted(safe)[len(safe) // 2], 3) if safe else None}
+    st = ratio_stats(est / meas for est, meas, _ in rows)
+    per_token = ratio_stats(b / m for _, m, b in rows if b)
+    return {"requests": st.count, "median": round(st.median, 3), "p95": round(st.p95, 3),
+            "under_fraction": round(st.under, 3),
+            "safe_bytes_per_token": round(per_token.lowest, 3) if per_token else None,
+            "bytes_per_measured_token_median": round(per_token.median, 3) if per_token else None}
 
 
 def record_smoke(server_kind: str, out_dir: str | os.PathLike, *, base_url: str | None = None,
