@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.analysis.gate import load_config, parse_config
+from harness.analysis.gateconfig import load_config, parse_config
 from imprint_core.errors import UserInputError
 from imprint_core.settings import SPECS
 
