@@ -133,7 +133,7 @@ def record_smoke(server_kind: str, out_dir: str | os.PathLike, *, base_url: str 
     with its trace (`.trace.jsonl`) beside it. A sampled model may answer
     without searching: a session is recorded again (up to `attempts` times)
     until it ran at least one tool round. Returns measured figures."""
-    from imprint_core import MonotonicClock, TraceWriter
+    from imprint_core import EventLog, MonotonicClock, TraceWriter
     from . import servers
     out = Path(out_dir) / server_kind
     figures: dict[str, Any] = {"server": server_kind}
