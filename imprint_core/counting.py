@@ -265,7 +265,10 @@ class RegexTokenCounter:
 
 
 # ---- counting modes (issue 14) -------------------------------------------------------------
-COUNTING_MODES: tuple[str, ...] = ("byte", "calibrated", "tokenizer", "auto")
+# The modes that count, each giving a figure of its own (`RequestRecord.estimates`,
+# the report's and the gate's `est_<mode>` columns); `auto` counts with one of them.
+COUNTED_MODES: tuple[str, ...] = ("byte", "calibrated", "tokenizer")
+COUNTING_MODES: tuple[str, ...] = (*COUNTED_MODES, "auto")
 
 
 def count_prompt(counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from .counting import COUNTING_MODES
 from .errors import SettingsError
 from .files import atomic_write_text
 
@@ -70,7 +71,7 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
                 "provider and model, kept in the user cache). tokenizer: the server's own chat template and "
                 "tokenizer, exact. auto: tokenizer where the provider has one, else calibrated, else byte, "
                 "with a trace event saying which it fell back to.",
-                choices=("byte", "calibrated", "tokenizer", "auto")),
+                choices=COUNTING_MODES),
     # Which stop rule ends research for lack of progress (imprint_core.stoprules).
     # The record's rule is the default; the others are the baselines it is
     # judged against, or a user's own (FILE.py:FACTORY, MODULE:FACTORY).

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.analysis.gate import load_config, parse_config
+from harness.analysis.gateconfig import load_config, parse_config
 from imprint_core.errors import UserInputError
 from imprint_core.settings import SPECS
 
@@ -333,7 +333,7 @@ def test_token_overruns_are_judged_on_the_shipped_counting_mode_and_listed_for_b
              "charged": 150.0, "counting_mode": "byte"},
             {"run": "c", "provider": "stub", "role": "coordinator", "id": 1, "round": 1, "reserved": 100.0,
              "charged": 500.0, "counting_mode": "auto"}]
-    from harness.analysis.frames import REQUEST_COLUMNS, RUN_COLUMNS
+    from harness.analysis.framecolumns import REQUEST_COLUMNS, RUN_COLUMNS
     frames = Frames(requests=pd.DataFrame(rows, columns=REQUEST_COLUMNS), tool_calls=pd.DataFrame(),
                     rounds=pd.DataFrame(), runs=pd.DataFrame(columns=RUN_COLUMNS), files=[], warnings=[])
     cfg = parse_config("[divergence]\nexclude = ['stub']\n", "g.toml")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.live.recording import estimate_figures, replay_smoke
+from harness.live.smoke import estimate_figures, replay_smoke
 from imprint_core.trace import read_trace
 
 HERE = Path(__file__).parent / "cassettes"

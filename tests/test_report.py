@@ -8,7 +8,9 @@ import pytest
 
 from harness.cli import main
 from harness.analysis.frames import load_frames
-from harness.analysis.report import estimate_stats, policy_pairs, select_runs, write_report
+from harness.analysis.report import write_report
+from harness.analysis.reportinputs import policy_pairs, select_runs
+from harness.analysis.reporttables import estimate_stats
 
 from reportdata import fact, handmade_trace, round_log, scenario_traces
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import report
+from harness.analysis import reportplots, reporttables, reporttimelines
 from harness.analysis.frames import load_frames
 from harness.cli import main
 
@@ -76,15 +76,15 @@ def test_no_section_is_left_empty(labelled: Path) -> None:
 def test_labels_and_distinct_names_on_the_timelines(labelled: Path, monkeypatch) -> None:
     frames = load_frames([labelled / "logs"], patience=3)
     runs = frames.runs.to_dict("records")
-    titles = report.panel_titles(runs)
+    titles = reporttimelines.panel_titles(runs)
     assert len(set(titles)) == len(titles) and {"a/lull", "b/lull"} <= set(titles)
     drawn = {}
-    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    monkeypatch.setattr(reportplots, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
 
     class Label:
         loops, should_not_stop_before = ((9, 10),), 6
     loop = next(r for r in runs if r["run"].endswith("loop"))
-    report.plot_novelty(frames, labelled, [loop], labels={loop["run"]: Label()})
+    reporttimelines.plot_novelty(frames, labelled, [loop], labels={loop["run"]: Label()})
     ax = drawn["novelty-timeline.png"].axes[0]
     spans = [p.get_x() for p in ax.patches if p.get_facecolor()[:3] == pytest.approx((0xc0 / 255, 0x39 / 255, 0x2b / 255))]
     assert 8.5 in [round(x, 2) for x in spans]                  # the loop 9-10, shaded from 8.5
@@ -93,17 +93,17 @@ def test_labels_and_distinct_names_on_the_timelines(labelled: Path, monkeypatch)
 
 
 def test_write_markers_do_not_merge() -> None:
-    assert report.write_groups([1, 2, 3, 4, 6, 7, 9], ["write", "write", "write", "read", "write", "write", "ask"]) \
+    assert reporttimelines.write_groups([1, 2, 3, 4, 6, 7, 9], ["write", "write", "write", "read", "write", "write", "ask"]) \
         == [(1, 3), (6, 7)]
 
 
 def test_the_overshoot_plot_shows_the_tables_maximum(tmp_path: Path, monkeypatch) -> None:
     handmade_trace(tmp_path / "t" / "late.jsonl", provider="stub", provider_kind="stub", ratios=[1.0], overrun=0.04)
     frames = load_frames([tmp_path / "t"])
-    assert report.overshoot_table(frames)["largest (s)"].iloc[0] == 0.04
+    assert reporttables.overshoot_table(frames)["largest (s)"].iloc[0] == 0.04
     drawn = {}
-    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
-    report.plot_overshoot(frames, tmp_path, {"stub": "#777"})
+    monkeypatch.setattr(reportplots, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    reportplots.plot_overshoot(frames, tmp_path, {"stub": "#777"})
     texts = [t.get_text() for t in drawn["overshoot.png"].axes[0].texts]
     assert any(t.startswith("max 0.04 s") for t in texts), texts
 
@@ -113,8 +113,8 @@ def test_the_policy_pair_keeps_each_scale_and_counts_requests_whole(tmp_path: Pa
     scenario_traces(tmp_path / "t")
     frames = load_frames([tmp_path / "t"])
     drawn = {}
-    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
-    report.plot_policies(frames, tmp_path)
+    monkeypatch.setattr(reportplots, "save", lambda fig, path: drawn.setdefault(path.name, fig) and path)
+    reportplots.plot_policies(frames, tmp_path)
     axes = drawn["policy-compare.png"].axes
     for ax in axes:
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]

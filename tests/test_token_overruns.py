@@ -54,7 +54,7 @@ def test_the_report_names_every_overrun_of_a_recorded_session(tmp_path):
     from pathlib import Path
 
     from harness.analysis.frames import load_frames
-    from harness.analysis.report import build_sections
+    from harness.analysis.reportsections import build_sections
     root = Path(__file__).resolve().parent.parent / "traces" / "cassettes" / "llamacpp"
     frames = load_frames([root / "51-remote-llamacpp-research-nostream.trace.jsonl",
                           root / "50-remote-llamacpp-research-stream.trace.jsonl"])

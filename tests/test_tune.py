@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.analysis import sweep as sweep_mod
 from harness.analysis.sweep import Corpus, ProgressCache, TuneRun, clear_memory_cache, load_corpora, stop_rounds
-from harness.analysis.tune import Rule, Scores, Setting, Split, loop_ceiling, oracle_progress, pareto_front, tune
+from harness.analysis.ceiling import loop_ceiling, oracle_progress
+from harness.analysis.tune import Rule, Scores, Split, pareto_front, tune
+from harness.analysis.tunesettings import Setting
 from harness.cli import main
 from harness.realruns import noveltyfields
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels

@@ -17,7 +17,8 @@ from ..realruns.noveltyfields import changed, describe
 from ..realruns.regressions import key_of, stored_runs
 from ..realruns.rounds import RoundLog
 from .frames import replay_frames
-from .gate import GateConfig, JudgedRun, judged_runs, novelty_config
+from .gate import JudgedRun, judged_runs, novelty_config
+from .gateconfig import GateConfig
 
 
 def rule_of(cfg: GateConfig) -> str:

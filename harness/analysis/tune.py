@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,97 +41,12 @@ import numpy as np
 from imprint_core.novelty import NoveltyConfig
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
-from ..realruns.noveltyfields import SHIPPED, as_dict, changed, config_key, describe
-from ..realruns.rounds import PATIENCE
-from .sweep import ComputeStats, Progress, ProgressCache, TuneRun, compute_progress, stop_rounds
+from ..realruns.noveltyfields import config_key
+from .ceiling import loop_ceiling
+from .sweep import ComputeStats, ProgressCache, TuneRun, compute_progress, stop_rounds
+from .tunesettings import RuleSetting, Setting, settings_for
 
-SHIPPED_PATIENCE = PATIENCE.default
 PARTS = ("dev", "held-out")
-
-
-# ---- settings -------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Setting:
-    config: NoveltyConfig
-    patience: int
-
-    @cached_property
-    def key(self) -> str:
-        return config_key(self.config)
-
-    @cached_property
-    def shipped(self) -> bool:
-        return self.patience == SHIPPED_PATIENCE and self.key == config_key(SHIPPED)
-
-    @cached_property
-    def changed(self) -> dict[str, Any]:
-        return changed(self.config)
-
-    def distance(self) -> tuple[int, int]:
-        """How far from the shipped setting: novelty fields changed, then patience steps."""
-        return len(self.changed), abs(self.patience - SHIPPED_PATIENCE)
-
-    def label(self, fields: Sequence[str] | None = None) -> str:
-        return f"patience {self.patience}, {describe(self.config, fields)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"patience": self.patience, "novelty": as_dict(self.config), "changed": self.changed,
-                "shipped": self.shipped}
-
-    def columns(self) -> dict[str, Any]:
-        """The setting's values as table columns (settings.csv)."""
-        return {"patience": self.patience, **as_dict(self.config)}
-
-
-@dataclass(frozen=True)
-class RuleSetting:
-    """A setting of any stop rule: its parameters (the swept ones; the rest at
-    their defaults). `shipped` is the rule at its documented defaults."""
-    rule: str
-    params: tuple[tuple[str, Any], ...]
-    defaults: tuple[tuple[str, Any], ...]
-
-    @cached_property
-    def key(self) -> str:
-        return self.rule + "".join(f",{k}={v!r}" for k, v in self.params)
-
-    @cached_property
-    def changed(self) -> dict[str, Any]:
-        d = dict(self.defaults)
-        return {k: v for k, v in self.params if d.get(k) != v}
-
-    @cached_property
-    def shipped(self) -> bool:
-        return not self.changed
-
-    @property
-    def patience(self) -> None:
-        return None
-
-    def distance(self) -> tuple[int, float]:
-        """How far from the rule's defaults: parameters changed, then the size of numeric changes."""
-        d = dict(self.defaults)
-        steps = sum(abs(v - d[k]) for k, v in self.changed.items()
-                    if isinstance(v, (int, float)) and isinstance(d.get(k), (int, float)))
-        return len(self.changed), float(steps)
-
-    def label(self, fields: Sequence[str] | None = None) -> str:
-        shown = [(k, v) for k, v in self.params if fields is None or k in fields]
-        return self.rule + (" " + ", ".join(f"{k}={v}" for k, v in shown) if shown else " (defaults)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "params": dict(self.params), "changed": self.changed, "shipped": self.shipped}
-
-    def columns(self) -> dict[str, Any]:
-        return {"rule": self.rule, **dict(self.params)}
-
-
-def settings_for(configs: Sequence[NoveltyConfig], patiences: Sequence[int]) -> list[Setting]:
-    """Every config × patience (config slowest), plus the shipped setting when the grid lacks it."""
-    out = [Setting(c, p) for c in configs for p in patiences]
-    if not any(s.shipped for s in out):
-        out.append(Setting(SHIPPED, SHIPPED_PATIENCE))
-    return out
 
 
 # ---- the split ------------------------------------------------------------------------------------------------
@@ -457,58 +371,3 @@ def _choose(scores: Scores, runs: Sequence[TuneRun], split: Split, rule: "Rule",
                  list(patiences), stats=stats)
     out.cv = cross_validate(scores, split, parts, folds, rule)
     return out
-
-
-# ---- what no novelty setting can beat ---------------------------------------------------------------------
-CEILINGS = {
-    "record": "every read round inside a labelled loop judged no progress; write rounds left out, as the record "
-              "says",
-    "writes count": "the same, and the write rounds inside a labelled loop counted as rounds without progress "
-                    "(outside the record)",
-}
-
-
-def oracle_progress(progress: Progress, numbers: Sequence[Sequence[int]], loops: Sequence[tuple[int, int]],
-                    writes_count: bool) -> Progress:
-    """The run's verdicts with a perfect novelty judgement inside its labelled
-    loops: no round there makes progress (and with `writes_count`, a write
-    round there counts as a read round without progress). Outside the loops
-    the verdicts stay as they are."""
-    def inside(n: int) -> bool:
-        return any(a <= n <= b for a, b in loops)
-
-    out = []
-    for rep, nums in zip(progress, numbers):
-        row = []
-        for (kind, made), n in zip(rep, nums):
-            if inside(n):
-                row.append(("read" if writes_count and kind == "write" else kind, False))
-            else:
-                row.append((kind, made))
-        out.append(row)
-    return out
-
-
-def loop_ceiling(runs: Sequence[TuneRun], progress: Sequence[Progress], patiences: Sequence[int],
-                 slack: int = LOOP_SLACK) -> list[dict[str, Any]]:
-    """The most loop recall any novelty setting could give at each patience
-    (`CEILINGS`): the shipped verdicts outside the labelled loops, no progress
-    inside them. A loop the patience rule cannot reach even then (shorter than
-    the patience, made of write rounds, or reset by progress just before it)
-    is out of reach of every novelty setting. One row per (ceiling, corpus,
-    patience), over all runs of both parts."""
-    rows = []
-    for name in CEILINGS:
-        tallies: dict[tuple[str, int], Tally] = {}
-        for run, prog in zip(runs, progress):
-            if not run.label.loops:
-                continue
-            oracle = oracle_progress(prog, run.numbers, run.label.loops, name == "writes count")
-            stops = stop_rounds(oracle, run.numbers, patiences)
-            for p in patiences:
-                tallies.setdefault((run.corpus, p), Tally()).add(run.label, judge(run.label, stops[p], run.rounds,
-                                                                                  slack))
-        for (corpus, p), t in sorted(tallies.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-            rows.append({"ceiling": name, "corpus": corpus, "patience": p, "loops": t.loops, "caught": t.caught,
-                         "premature": t.premature, "useful_with_loops": t.useful})
-    return rows

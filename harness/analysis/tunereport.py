@@ -27,7 +27,8 @@ import numpy as np
 from imprint_core.settings import atomic_write_text
 
 from ..realruns.noveltyfields import as_dict
-from .tune import CEILINGS, PARTS, Figures, Tuning
+from .ceiling import CEILINGS
+from .tune import PARTS, Figures, Tuning
 
 
 def _pct(v: float | None) -> str:
@@ -259,7 +260,7 @@ def plot_fronts(t: Tuning, path: Path) -> Path:
 
 
 def ceiling_md(t: Tuning) -> str:
-    """The loop recall no novelty setting can beat, per corpus and patience (`tune.loop_ceiling`)."""
+    """The loop recall no novelty setting can beat, per corpus and patience (`ceiling.loop_ceiling`)."""
     shipped = t.scores.settings[t.shipped].patience
     lines = ["# The ceiling on loop recall", "",
              "What a perfect novelty judgement would catch: every round inside a labelled loop judged "

@@ -1,0 +1,244 @@
+"""The report's sections, in the page's order: what each shows, in words,
+with its plot, tables, notes and links to runs (`Section`). A section with
+nothing to show is left out.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from glob import escape as glob_escape
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from .frames import Frames
+from .reportinputs import failing_runs, select_runs, spread
+from .reportplots import plot_estimates, plot_overshoot, plot_policies, plot_stops, provider_colors
+from .reporttables import (accuracy_table, counting_mode_stats, estimate_stats, overshoot_table, runs_table,
+                           stop_table)
+from .reporttimelines import plot_budget, plot_novelty
+from .token_overruns import token_overruns
+
+
+@dataclass
+class Section:
+    title: str
+    intro: str = ""
+    image: str | None = None
+    alt: str = ""
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    links: list[tuple[str, str | None, str]] = field(default_factory=list)   # (label, href, text after it)
+    figures_first: bool = True     # False: the tables (the figures a reader came for) above the image
+
+    @property
+    def empty(self) -> bool:
+        return not (self.image or self.tables or self.notes or self.links)
+
+
+# ---- the stop rule's accuracy on labelled runs ----------------------------------------------------
+def _href(path: Any, out: Path) -> str | None:
+    """A link from the report to a run's file. A raw trajectory converted in
+    memory is named as its round log would be (x.jsonl): link the raw file
+    beside it (x.traj.json.gz), or the file of many runs it came from."""
+    if not path or (isinstance(path, float) and math.isnan(path)):
+        return None
+    p = Path(str(path))
+    if not p.is_file():
+        beside = sorted(q for q in p.parent.glob(glob_escape(p.stem) + ".*") if q.is_file())
+        p = beside[0] if beside else next((a for a in p.parents if a.is_file()), p)
+    if not p.is_file():
+        return None
+    return Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
+
+
+def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str, max_runs: int) -> Section:
+    bad = failing_runs(judged)
+    shown = spread(bad, max_runs)
+    labels = {jr.row.run: jr.label for jr in judged}
+    path = plot_novelty(frames, out, [frames.runs[frames.runs["run"] == jr.row.run].iloc[0].to_dict() for jr in shown],
+                        labels=labels, name="accuracy-timelines.png",
+                        captions={jr.row.run: f"{jr.source}, " + ("premature stop" if jr.judgement.premature
+                                                                   else "loop missed") for jr in shown},
+                        title="Runs the stop rule got wrong: new evidence per round, the patience counter, the "
+                              "label (green: useful until; red: a loop) and the stop")
+    s = Section("Stop rule accuracy",
+                "Every labelled run judged against its label, as `imprint check` judges it: a premature stop is a "
+                "no-progress stop before the round the run was labelled useful until; a loop is caught by a stop "
+                f"from its first round to a round or so after its last. {rule}".strip(), path,
+                "Novelty timelines of runs the stop rule got wrong, with their labels", figures_first=False)
+    s.tables.append(("per corpus", accuracy_table(judged)))
+    plotted = {jr.row.run for jr in shown}
+    for jr in bad:
+        text = "; ".join(jr.problems()) + (" (plotted below)" if jr.row.run in plotted else "")
+        s.links.append((f"{jr.source}: {jr.row.run}", _href(jr.row.path, out), text))
+    if not bad:
+        s.notes.append(f"Every one of the {len(judged)} labelled run(s) holds.")
+    return s
+
+
+# ---- the rules compared ---------------------------------------------------------------------------
+def compare_section(comparison: Path, out: Path) -> Section:
+    """`imprint compare`'s figures (its compare.json and plot), held-out part
+    and dev, so the report shows the shipped rule beside the others."""
+    import shutil
+    from imprint_core.errors import UserInputError
+    try:
+        data = json.loads(comparison.read_text(encoding="utf-8"))
+        cells = data["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserInputError(f"not a compare.json of `imprint compare`: {exc}", file=str(comparison),
+                             key="cells") from None
+    rows = []
+    for c in cells:
+        if c.get("part") == "all":
+            continue
+        frac = lambda a, b: f"{a}/{b}" if b else "–"   # noqa: E731
+        lat = c.get("median_latency")
+        rows.append({"rule": c["rule"], "corpus": c["corpus"], "part": c["part"],
+                     "loop recall": frac(c["caught"], c["loops"]), "premature": frac(c["premature"], c["useful"]),
+                     "stops before a loop": c.get("stops_before_loop", "–") if c["loops"] else "–",
+                     "median latency": "–" if lat is None else f"{lat:g}",
+                     "loop rounds spent": frac(c["loop_rounds_spent"], c["loop_rounds_total"])})
+    image = None
+    png = comparison.with_name("compare.png")
+    if png.exists():
+        shutil.copyfile(png, out / "compare.png")
+        image = str(out / "compare.png")
+    held = pd.DataFrame([r for r in rows if r["part"] == "held-out"])
+    dev = pd.DataFrame([r for r in rows if r["part"] == "dev"])
+    return Section("Stop rules compared",
+                   f"Every labelled run replayed through each stop rule, split by task as `imprint tune` splits "
+                   f"(`{data.get('command', 'imprint compare')}`; {comparison}). Loop recall and premature stops "
+                   "per corpus, the held-out part first; latency is the rounds from a caught loop's start to the "
+                   "stop.", image, "Loop recall against premature stops, one marker per rule",
+                   tables=[(t, df) for t, df in (("held-out", held), ("dev", dev)) if not df.empty],
+                   figures_first=False)
+
+
+# ---- all sections ---------------------------------------------------------------------------------
+def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6,
+                   judged: Sequence[Any] = (), rule: str = "", comparison: Path | None = None) -> list[Section]:
+    """The report's sections, the stop rule's accuracy first when labelled
+    runs are among the inputs (`judged`: the gate's `judged_runs`). A section
+    with nothing to show is left out, never shown empty."""
+    sections: list[Section] = []
+    if judged:
+        sections.append(accuracy_section(frames, judged, out, rule, max_runs))
+    if comparison is not None:
+        sections.append(compare_section(comparison, out))
+    labels = {jr.row.run: jr.label for jr in judged}
+    chosen = select_runs(frames, max_runs, select, "novelty")
+    path = plot_novelty(frames, out, chosen, labels=labels)
+    s = Section("Novelty timelines",
+                "Per round: the new shingles its evidence added (green when the round counted as "
+                "progress), the patience counter against the patience (dotted), write rounds (W, left "
+                "out of the rule), asks (?), rounds with errors (x) and the stop"
+                + ("; for a labelled run, its label." if labels else "."), path,
+                "Novelty timeline of selected runs",
+                notes=[] if path else ["No run with rounds among the inputs."])
+    if (frames.runs["source"] == "trace").any():
+        sections += _trace_sections(frames, out, select, max_runs, novelty=s)
+    else:
+        sections.append(s)
+    t = runs_table(frames)
+    if not t.empty:
+        sections.append(Section("All runs", "", None, tables=[("runs", t)]))
+    return [s for s in sections if not s.empty]
+
+
+def _trace_sections(frames: Frames, out: Path, select: Sequence[str], max_runs: int,
+                    novelty: Section) -> list[Section]:
+    """The sections only traces of our runs can fill, with `novelty` in its place among them."""
+    colors = provider_colors(frames.providers)
+    sections: list[Section] = []
+
+    scatter, hist = plot_estimates(frames, out, colors)
+    stats = estimate_stats(frames)
+    s = Section("Estimated against measured prompt tokens",
+                "Every request whose provider reported its usage: our prompt estimate (the counting mode the run's "
+                "budget used for remote providers, the tokenizer for local ones) against the provider's measurement, each observation once (a "
+                "replayed cassette repeats its recording's figures). Above the line the "
+                "estimate over-counts (research stops a little early); below it under-counts (the budget is "
+                "overspent).", scatter, "Scatter of estimated against measured prompt tokens per provider")
+    if stats.empty:
+        s.notes.append("No request in these traces carries a measured prompt size.")
+    else:
+        s.tables.append(("estimate / measured per provider", stats))
+        if "stub" in set(stats["provider"]):
+            s.notes.append("The stub's measurement is a stand-in tokenizer, not a provider's: its figures test the "
+                           "plumbing, not the estimate.")
+    sections.append(s)
+    modes = counting_mode_stats(frames)
+    if not modes.empty:
+        s = Section("Counting modes against the measurement",
+                    "Every remote request carries the figure of each counting mode its run could count "
+                    "(`chat.token_counting`: byte, the record's estimate; calibrated, the byte estimate fitted to "
+                    "earlier measurements, from a session's second request on; tokenizer, the server's own chat "
+                    "template and tokenizer), so the modes are compared on the same requests. `budget used it`: "
+                    "the mode the budget counted with; `reconciled`: requests whose charge the server's reported "
+                    "usage settled.")
+        s.tables.append(("estimate / measured per provider and counting mode", modes))
+        sections.append(s)
+    if hist is not None:
+        sections.append(Section("Estimate / measurement per request",
+                                "The same requests as a distribution of estimate / measurement; the dashed line is "
+                                "an exact count.", hist, "Histogram of estimate over measurement per provider"))
+
+    path, notes, table = plot_policies(frames, out)
+    s = Section("reserve against prefix-refund",
+                "One script under both settlement policies: `reserve` charges every reservation whole (charged = "
+                "reserved, nothing refunded); `prefix-refund` charges only the prompt past the prefix already "
+                "processed plus the output generated.", path, "Reserved, charged and refunded tokens per request "
+                "under reserve and prefix-refund", notes=notes)
+    sections.append(_with_table(s, "the pair", table, "No run under `reserve` among these traces."))
+
+    over = token_overruns(frames.requests)
+    s = Section("Token charges past the reservation",
+                "Research requests whose reconciled charge (prefix-refund, the provider's measured usage) went "
+                "past what was reserved for them: every one, largest first. The refund is then 0, never "
+                "negative, and the tokens past the reservation are an overrun.")
+    if over.empty:
+        s.notes.append("None among these traces.")
+    else:
+        counts = ["id", "round", "reserved", "charged", "tokens_over"]
+        s.tables.append(("overruns", over[["run", "role", *counts]].astype({c: "Int64" for c in counts})
+                         .reset_index(drop=True)))
+    sections.append(s)
+
+    chosen = select_runs(frames, max_runs, select, "budget")
+    path = plot_budget(frames, out, chosen)
+    sections.append(Section("Budget consumption per round",
+                            "Tokens charged so far (share of the research token budget) and research time used "
+                            "(share of the timeout; waits for the user's answer do not count) at the end of each round; the dashed line is the "
+                            "stop. A hollow marker shows the reservation that no longer fitted.",
+                            path, "Budget consumption per round for selected runs",
+                            notes=[] if path else ["No trace with rounds among the inputs."]))
+    sections.append(novelty)
+
+    path = plot_stops(frames, out)
+    s = Section("Stop reasons and final modes", "How every run stopped and how its answer was produced.", path,
+                "Stop reasons and final modes per provider")
+    sections.append(_with_table(s, "runs by stop reason and final mode", stop_table(frames),
+                                "No trace among the inputs records a stop."))
+
+    path = plot_overshoot(frames, out, colors)
+    s = Section("Deadline overshoot",
+                "How far past the research deadline each run stopped (a blocking tool or a write may finish "
+                "after it), and the calls that finished after the deadline.", path,
+                "Deadline overshoot per provider")
+    sections.append(_with_table(s, "overshoot per provider", overshoot_table(frames),
+                                "No trace among the inputs has a research deadline."))
+    return sections
+
+
+def _with_table(s: Section, caption: str, table: pd.DataFrame, none: str) -> Section:
+    """`s` with `table` under its plot; with the note `none` when it has neither."""
+    if not table.empty:
+        s.tables.append((caption, table))
+    elif s.image is None:
+        s.notes.append(none)
+    return s
