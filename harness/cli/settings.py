@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
             def shown(v):
                 return f"{v:,}" if isinstance(v, int) else str(v)
             for r in rows:
+                # a rule's name has no numeric bounds: its spec says what it takes
                 bounds = (" | ".join(r["choices"]) if r.get("choices")
+                          else SPECS[r["key"]].bounds() if r["min"] is None
                           else f"{r['min']:,}–{r['max']:,} {r['unit']}")
                 t.add_row(r["key"], shown(r["value"]), r["source"], shown(r["default"]), bounds, r["description"])
             console().print(t)
