@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..live.recording import record_smoke, replay_smoke
+    from ..live.smoke import record_smoke, replay_smoke
     try:
         if args.action == "record":
             print(json.dumps(record_smoke(args.server, args.out, base_url=args.base_url, port=args.port), indent=2))

@@ -426,10 +426,3 @@ def replay_session(cassette_path: str | os.PathLike, fn: Callable[[Target], Any]
     with cassette(cassette_path, mode="none"):
         return fn(target)
 
-
-def __getattr__(name: str) -> Any:
-    # cli/smoke.py still imports the smoke sessions from here; they live in `smoke` (which imports this module)
-    if name in ("record_smoke", "replay_smoke"):
-        from . import smoke
-        return getattr(smoke, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
