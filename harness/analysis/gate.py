@@ -215,7 +215,8 @@ def _figure(ratios: pd.Series) -> str:
 
 
 def divergence(frames: Frames, cfg: GateConfig) -> Condition:
-    """Judged on the counting mode each run's budget used (issue 14). Runs
+    """Judged on the counting mode each run's budget used, since an exact
+    count and an estimate are held to different bands. Runs
     that chose another mode than the shipped default of
     `chat.token_counting` (the byte-estimate baselines) are shown, not
     judged: they measure a setting the product does not use unless asked.
