@@ -242,6 +242,13 @@ def test_a_port_in_use_is_named(command, busy_port, no_servers_venv, monkeypatch
     refused(capsys, [*command, "--port", str(busy_port)], f"port {busy_port}", "already in use")
 
 
+@pytest.mark.parametrize("command", [["servers", "start", "llamacpp"], ["smoke", "record", "--server", "llamacpp"]])
+def test_a_port_out_of_range_is_refused_by_the_parser(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--port", "70000"])
+    assert exc.value.code == 2 and "argument --port: port 70000 is out of range" in capsys.readouterr().err
+
+
 def test_smoke_replay_of_a_missing_cassette_names_it(tmp_path, capsys):
     refused(capsys, ["smoke", "replay", str(tmp_path / "nope.yaml")], "cannot read cassette", "nope.yaml")
 

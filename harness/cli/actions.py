@@ -28,6 +28,15 @@ def options_either_side(command: argparse.ArgumentParser,
     return after
 
 
+def port(text: str) -> int:
+    """`--port`: a TCP port number; argparse refuses anything else (exit 2)
+    rather than the socket failing on it later."""
+    value = int(text)   # argparse names a ValueError "invalid port value"
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port {value} is out of range (0-65535)")
+    return value
+
+
 def failures_exit_1(*errors: type[Exception]) -> Callable[[Command], Command]:
     """For a sub-action whose work can fail for a reason that is not the
     user's input (a server that would not start, a replay that does not fit

@@ -7,7 +7,7 @@ import contextlib
 
 from ..conventions import EXIT_OK
 from ..live.servers import SERVER_KINDS, ServerError
-from .actions import failures_exit_1
+from .actions import failures_exit_1, port
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p_setup.set_defaults(fn=setup)
     p_start = actions.add_parser("start", help="start a server and keep it running until Ctrl-C")
     p_start.add_argument("kind", choices=list(SERVER_KINDS))
-    p_start.add_argument("--port", type=int, default=None)
+    p_start.add_argument("--port", type=port, default=None)
     p_start.set_defaults(fn=start)
     actions.add_parser("status", help="what is set up").set_defaults(fn=status)
 

@@ -9,7 +9,7 @@ from imprint_core.errors import ImprintError
 
 from ..conventions import EXIT_OK
 from ..live.servers import SERVER_KINDS
-from .actions import failures_exit_1
+from .actions import failures_exit_1, port
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p_rec = actions.add_parser("record", help="record the smoke sessions against a server")
     p_rec.add_argument("--server", choices=list(SERVER_KINDS), required=True)
     p_rec.add_argument("--base-url", help="use a server already running there instead of starting one")
-    p_rec.add_argument("--port", type=int)
+    p_rec.add_argument("--port", type=port)
     p_rec.add_argument("--out", default="tests/cassettes")
     p_rec.set_defaults(fn=record)
     p_rep = actions.add_parser("replay", help="replay smoke cassettes offline")
