@@ -146,6 +146,11 @@ def test_settings_options_go_before_or_after_the_action(tmp_path: Path, capsys, 
     assert "`settings get` needs a KEY" in capsys.readouterr().err
 
 
+def test_settings_list_shows_every_setting_as_a_table(tmp_path: Path, capsys) -> None:
+    assert main(["settings", "list", "--config", str(tmp_path / "config.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "chat.research_stop_rule" in out and "FILE.py:FACTORY" in out and "chat.token_counting" in out
+
 def test_model_build_force_goes_before_or_after_the_action(monkeypatch, capsys) -> None:
     from harness.live import model_folder
     forced = []

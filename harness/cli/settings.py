@@ -50,6 +50,7 @@ def _key(args: argparse.Namespace, action: str) -> str:
 
 
 def list_settings(args: argparse.Namespace) -> int:
+    from imprint_core.settings import SPECS
     s = _settings(args)
     rows = s.list()
     if args.json:
@@ -63,7 +64,9 @@ def list_settings(args: argparse.Namespace) -> int:
     def shown(v):
         return f"{v:,}" if isinstance(v, int) else str(v)
     for r in rows:
+        # a rule's name has no numeric bounds: its spec says what it takes
         bounds = (" | ".join(r["choices"]) if r.get("choices")
+                  else SPECS[r["key"]].bounds() if r["min"] is None
                   else f"{r['min']:,}–{r['max']:,} {r['unit']}")
         t.add_row(r["key"], shown(r["value"]), r["source"], shown(r["default"]), bounds, r["description"])
     console().print(t)
