@@ -24,7 +24,7 @@ from imprint_core.providers.remote_tokens import (LlamaCppTokenize, LlamaServerT
 
 from helpers import read_tool, settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SEARCH = ToolSpec("search", "Search the encyclopedia.", {"type": "object", "properties": {"query": {"type": "string"}}})
 MSGS = [Message("system", "You are a research assistant."), Message("user", "What is the Eiffel Tower?")]
 

@@ -26,7 +26,7 @@ from harness.analysis.report import write_report
 
 from reportdata import handmade_trace, scenario_traces
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LATEST = ROOT / "reports" / "latest"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",

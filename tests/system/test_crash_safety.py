@@ -15,7 +15,7 @@ import tomlkit
 
 from imprint_core.trace import read_trace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 20
 
 LONG = """\

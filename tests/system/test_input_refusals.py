@@ -18,7 +18,7 @@ from imprint_core.settings import Settings
 
 from test_importers import mini_swe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "01-answer-at-round-1.yaml"
 ROOT_USER = os.geteuid() == 0   # root writes into read-only folders: those cases cannot be set up
 

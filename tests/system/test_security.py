@@ -7,7 +7,7 @@ from pathlib import Path
 
 from imprint_core import FunctionTool, ResearchLoop, ResearchSettings, ScriptedProvider, ToolSpec, Turn, VirtualClock, call
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET_PATTERNS = [
     re.compile(rb"(?im)^\s*-?\s*['\"]?(authorization|proxy-authorization|x-api-key|api-key|openai-api-key|cookie)['\"]?\s*:"),
     re.compile(rb"(?i)bearer\s+[a-z0-9._\-]{8,}"),

@@ -22,7 +22,7 @@ from imprint_core.novelty import NoveltyConfig, NoveltyTracker
 
 from test_novelty_speed_invariants import RefTracker, fast_round
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 BENCH_MB = 1.0   # a prefix of the benchmark's 10 MB (the generator is seeded; a smaller target stops earlier)
 
 

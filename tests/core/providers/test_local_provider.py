@@ -32,7 +32,7 @@ from imprint_core.counting import common_prefix_len
 from imprint_core.errors import ModelUnavailable, ProviderError
 from imprint_core.providers.local import LocalProvider, TokenizerCounter, parse_tool_calls
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 SEARCH = ToolSpec("search", "Search the document corpus; returns matching passages.",
                   {"type": "object", "properties": {"query": {"type": "string", "maxLength": 40}},

@@ -13,7 +13,7 @@ from imprint_core.settings import SPECS
 
 from reportdata import fact, handmade_trace, round_log
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 CONFIG = """\
 [premature_stops]

@@ -55,7 +55,7 @@ def test_the_report_names_every_overrun_of_a_recorded_session(tmp_path):
 
     from harness.analysis.frames import load_frames
     from harness.analysis.reportsections import build_sections
-    root = Path(__file__).resolve().parent.parent / "traces" / "cassettes" / "llamacpp"
+    root = Path(__file__).resolve().parents[3] / "traces" / "cassettes" / "llamacpp"
     frames = load_frames([root / "51-remote-llamacpp-research-nostream.trace.jsonl",
                           root / "50-remote-llamacpp-research-stream.trace.jsonl"])
     (section,) = [s for s in build_sections(frames, tmp_path) if s.title == "Token charges past the reservation"]

@@ -25,7 +25,7 @@ from imprint_core.settings import SPECS
 
 from reportdata import fact, round_log
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 TAU = ROOT.parent / "shared" / "data" / "roundlogs" / "tau-bench-airline"
 TAU_LABELS = ROOT / "scenarios" / "labels" / "labels-tau-bench.yaml"
 WHO = ROOT.parent / "shared" / "data" / "raw" / "who-and-when"

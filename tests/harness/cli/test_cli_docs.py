@@ -14,7 +14,7 @@ from harness.realruns.importers import FORMATS
 from harness.realruns.noveltyfields import default_grid
 from imprint_core.novelty import NORMALIZATIONS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 # Options checked by hand rather than by argparse `choices` (so their errors name the key): their choices.

@@ -20,7 +20,7 @@ from imprint_core.errors import UserInputError
 
 from reportdata import fact, handmade_trace, round_log
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DAY = date(2026, 1, 31)
 
 CONFIG = """\

@@ -13,7 +13,7 @@ from imprint_core.errors import UserInputError
 
 from reportdata import fact, round_log
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture()

@@ -11,7 +11,7 @@ import pytest
 from harness.live.smoke import estimate_figures, replay_smoke
 from imprint_core.trace import read_trace
 
-HERE = Path(__file__).parent / "cassettes"
+HERE = Path(__file__).resolve().parents[2] / "cassettes"
 CASSETTES = sorted(HERE.glob("*/smoke-*.yaml"))
 
 

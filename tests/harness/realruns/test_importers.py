@@ -21,7 +21,7 @@ from harness.realruns.importers.kinds import (ASK, EMPTY, ERROR, OK, READ, WRITE
 from harness.realruns.rounds import read_round_log, replay
 from imprint_core.errors import UserInputError
 
-RAW = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "raw"
+RAW = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "raw"
 ROUNDLOGS = RAW.parent / "roundlogs" / "tau-bench-airline"
 
 

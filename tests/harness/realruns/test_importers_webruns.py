@@ -13,7 +13,7 @@ from harness.realruns.importers.kinds import EMPTY, ERROR, OK, READ, WRITE
 from harness.realruns.labels import load_labels
 from harness.realruns.rounds import parse_round_log, read_round_log
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 FIX = ROOT / "tests" / "fixtures" / "webruns"
 CORPUS = ROOT / "traces" / "webruns"
 LABELS = ROOT / "scenarios" / "labels" / "labels-webruns.yaml"
@@ -93,5 +93,5 @@ def test_webshop_episode_purchase_is_the_last_round():
 
 
 def test_decisions_are_documented():
-    from tests.test_importers import test_decisions_are_documented as check
+    from test_importers import test_decisions_are_documented as check
     check(react)

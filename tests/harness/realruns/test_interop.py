@@ -30,8 +30,8 @@ from imprint_core.clock import VirtualClock
 from imprint_core.events import RoundEnd, Stopped, ToolCallStarted, ToolResultRecorded
 from imprint_core.trace import TraceWriter, read_trace
 
-REPO = Path(__file__).resolve().parent.parent
-FIX = Path(__file__).parent / "fixtures" / "interop"
+REPO = Path(__file__).resolve().parents[3]
+FIX = REPO / "tests" / "fixtures" / "interop"
 EVAL = FIX / "inspect" / "research.eval"
 GENAI = FIX / "otel" / "genai.otlp.jsonl"
 OPENINFERENCE = FIX / "otel" / "openinference.otlp.jsonl"

@@ -8,7 +8,7 @@ import pytest
 
 from harness.scenarios import faults
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 # The module's fixture runs the whole matrix (the real local model included),
 # about 4 minutes on an idle 2-core machine and over 10 under load: the

@@ -13,7 +13,7 @@ from harness.scenarios.runner import run_scenario
 from harness.scenarios.model import load_scenario
 from imprint_core.errors import UserInputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "scenarios" / "66-remote-transformers-research-stream.yaml"
 CASSETTE = "traces/cassettes/transformers/66-remote-transformers-research-stream.yaml"
 TRACE = ROOT / "traces" / "cassettes" / "transformers" / "66-remote-transformers-research-stream.trace.jsonl"

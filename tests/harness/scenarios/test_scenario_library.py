@@ -16,7 +16,7 @@ import pytest
 from harness.scenarios.runner import run_scenario
 from harness.scenarios.model import StubProviderSpec, load_scenario
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))
 NAME = re.compile(r"^(\d\d)-([a-z0-9]+(?:-[a-z0-9]+)*)\.yaml$")
 

@@ -15,7 +15,7 @@ from harness.cli import main
 from harness.scenarios.model import json_schema
 from harness.scenarios.selectors import parse_selector
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = """\
 name: typo
 question: What is it?
