@@ -62,7 +62,7 @@ clean:
 .PHONY: setup-browser report snapshot check tune
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Debian's chromium, for the browser test of the report (tests/test_browser.py).
+# Debian's chromium, for the browser test of the report (tests/system/test_browser.py).
 setup-browser:
 	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
@@ -77,7 +77,7 @@ report: setup
 snapshot: setup
 	$(BIN)/imprint report --out reports/latest
 	if command -v chromium >/dev/null 2>&1; then IMPRINT_SCREENSHOT=reports/latest/screenshot.png \
-		$(BIN)/python -m pytest -q -p no:imprint_scenarios tests/test_browser.py -k committed; fi
+		$(BIN)/python -m pytest -q -p no:imprint_scenarios tests/system/test_browser.py -k committed; fi
 
 # The release gate: exit 1 when an invalidation condition of ADR 0102 fails.
 check: setup

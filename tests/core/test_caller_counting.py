@@ -3,7 +3,7 @@ provider alone: the counter chain and its trace events, every mode's
 figure beside the one used, calibration fed from measured prompts,
 reconciliation switched by the counting, and the loop's setup note.
 Fast enough for the mutation run's test selection (pyproject `[tool.mutmut]`),
-which the recorded-server tests of tests/test_counting_modes.py are not."""
+which the recorded-server tests of tests/core/test_counting_modes.py are not."""
 from __future__ import annotations
 
 import pytest

@@ -1,7 +1,7 @@
 """The ledger's reconciliation with reported usage and its prefix check
 against the two parts a context has seen (the cheap per-round form), exercised on the ledger alone: fast
 enough for the mutation run's test selection (pyproject `[tool.mutmut]`),
-which the end-to-end tests of tests/test_counting_modes.py are not."""
+which the end-to-end tests of tests/core/test_counting_modes.py are not."""
 from __future__ import annotations
 
 import pytest

@@ -3,7 +3,7 @@ inputs: the benchmark's corpus (benchmarks/bench_novelty.py) and every run of
 every labelled corpus that `imprint tune` judges by default (every run of
 them with IMPRINT_EQUIVALENCE_ALL=1, which takes a few minutes).
 
-The reference is tests/test_novelty_speed_invariants.RefTracker: the rule
+The reference is RefTracker of test_novelty_speed_invariants.py: the rule
 written plainly (each unit normalized alone with every mask as `pattern.sub`,
 str.split(), Python sets). The fast path is NoveltyTracker, both as replay
 calls it (judge each read, then commit the round) and as observe_round. Every
