@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
              "`make mutate`: mutmut mutates the files of `[tool.mutmut] only_mutate` (pyproject.toml) and runs "
              "the core tests against each mutant; this report is written by `benchmarks/mutation_report.py`. "
              "A mutant is *killed* when a test fails (or times out) with it in place; a *survivor* is a change "
-             "the tests do not notice. Survivors a test can tell apart get a test (tests/test_core_mutants.py, "
-             "tests/test_novelty_mutants.py); "
+             "the tests do not notice. Survivors a test can tell apart get a test "
+             "(tests/core/test_records_and_events.py, tests/core/novelty/test_novelty_rule_edges.py); "
              "each one listed below carries its verdict from `benchmarks/mutation_verdicts.toml`.", "",
              "## Score", "",
              "| file | mutants | killed | timeout | survived | no tests | score |",
