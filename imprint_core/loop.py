@@ -88,7 +88,7 @@ class ResearchLoop:
         self.provider, self.settings, self.clock = provider, settings, clock
         self.config = config or LoopConfig()
         self.trace = trace or TraceWriter(None, clock)
-        self.cancel = cancel or CancelToken(clock)
+        self.cancel = cancel or CancelToken()   # no `at`: only a caller holding it cancels
         self.on_answer = on_answer
         self.time = TimeBudget(clock, settings.research_timeout_sec)
         self.ledger = TokenLedger(settings.research_token_budget, self.config.policy)

@@ -33,6 +33,7 @@ def test_the_rule_sees_each_round_by_number_with_its_calls_tools_and_arguments()
     assert [[(c.tool, c.args) for c in v.calls] for v in seen.rounds] == [
         [("search", {"q": "a"}), ("search", {"q": "b"})], [], [("search", {"q": "c"})]]
     assert seen.rounds[0].calls[1].result == doc("b")
+    assert run.events("run_start")[0].stop_rule == "seen", "the trace names the rule that judged, not the setting"
 
 
 def test_duplicate_and_empty_call_ids_get_their_round_and_place():
@@ -54,5 +55,6 @@ def test_each_fan_out_of_a_round_opens_worker_contexts_named_by_round_and_fan_ou
     one = Turn(tool_calls=[call("delegate_sections", sections=["s"])])
     run = make_run([two, one, "done"], [], config=LoopConfig(section_workers=True), workers=worker_notes)
     run.run()
+    assert [t.name for t in run.provider.requests[0].tools] == ["delegate_sections"], "the model is offered the tool"
     contexts = [e.context_id for e in run.events("request_reserved") if e.role == "worker"]
     assert contexts == ["w1-0", "w1-1", "w1.2-0", "w2-0"]
