@@ -17,6 +17,7 @@ from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.novelty.rule import FINGERPRINT_UNITS, NEAR_DUPLICATE
 from imprint_core.settings import IGNORED_KEYS, SPECS, validate
 
+from ..conventions import expand_paths
 from ..yamlsource import line_of, load_yaml
 from .selectors import SelectorError, line_keys, parse_selector
 
@@ -451,17 +452,9 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def scenario_files(paths: list[str | Path]) -> list[Path]:
-    """Expand directories to their *.yaml files, sorted; missing paths are errors."""
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            out.extend(sorted(p.glob("*.yaml")))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise UserInputError("no such file or directory", file=str(p))
-    return out
+    """The scenario files `paths` name: a folder's *.yaml files directly in it
+    (its `labels/` are not scenarios), in `natural_order`; missing paths are errors."""
+    return [f.path for f in expand_paths(paths, lambda name: name.endswith(".yaml"), recursive=False)]
 
 
 # What an editor shows beside each key (Field descriptions in the classes win):

@@ -15,6 +15,8 @@ from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog
 from imprint_core.errors import UserInputError
 from imprint_core.files import write_files
 
+from ...conventions import expand_paths
+
 from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
 from .minisweagent import import_mini_swe_agent
@@ -74,7 +76,8 @@ def detect(data: Any) -> str | None:
     return None
 
 
-def _describe(data: Any) -> str:
+def describe_shape(data: Any) -> str:
+    """What parsed data looks like, for a message saying it is no known format."""
     if isinstance(data, Archive):
         return "a zip archive"
     if isinstance(data, dict):
@@ -98,7 +101,7 @@ def _check_format(fmt: str | None) -> None:
 def _detect_or_fail(data: Any, path: str | Path) -> str:
     fmt = detect(data)
     if fmt is None:
-        Source(path).fail(f"not a known trajectory format: {_describe(data)}", line=1, key="(top level)")
+        Source(path).fail(f"not a known trajectory format: {describe_shape(data)}", line=1, key="(top level)")
     return fmt
 
 
@@ -133,19 +136,8 @@ def render_round_log(log: RoundLog) -> str:
 def raw_files(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     """(file, path relative to what was named) for every file to import: a
     named file itself; in a named folder, every file below it ending in one
-    of `FOLDER_SUFFIXES` (hidden files and folders skipped), sorted."""
-    out: list[tuple[Path, Path]] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = [f for f in p.rglob("*") if f.is_file() and raw_suffix(f.name, FOLDER_SUFFIXES)
-                     and not any(part.startswith(".") for part in f.relative_to(p).parts)]
-            out.extend((f, f.relative_to(p)) for f in sorted(found))
-        elif p.is_file():
-            out.append((p, Path(p.name)))
-        else:
-            raise UserInputError("no such file or directory", file=str(p))
-    return out
+    of `FOLDER_SUFFIXES` (hidden files and folders skipped), in `natural_order`."""
+    return [(f.path, f.relative) for f in expand_paths(paths, lambda name: bool(raw_suffix(name, FOLDER_SUFFIXES)))]
 
 
 def output_paths(rel: Path, fmt: str, logs: list[RoundLog]) -> list[Path]:
