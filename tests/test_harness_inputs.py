@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli import main
 from harness.realruns.rounds import read_round_log
-from harness.scenarios.model import load_scenario
+from harness.scenarios import load_scenario
 from imprint_core.errors import UserInputError
 
 GOOD = textwrap.dedent("""\

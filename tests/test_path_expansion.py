@@ -11,7 +11,7 @@ import pytest
 from harness.conventions import ListedFile, expand_paths, natural_order
 from harness.realruns.importers.convert import raw_files
 from harness.realruns.sources import find_inputs
-from harness.scenarios.model import scenario_files
+from harness.scenarios import scenario_files
 from imprint_core.errors import UserInputError
 
 

@@ -304,7 +304,7 @@ def test_faults_writes_its_report_into_the_current_folder(repo: Path, capsys) ->
 
 
 def test_a_second_clone_replays_and_records_its_own_cassettes(repo: Path) -> None:
-    from harness.scenarios.model import parse_scenario
+    from harness.scenarios import parse_scenario
     from harness.scenarios.providers import cassette_path
     text = ("name: r\nquestion: q\nprovider: {kind: remote, server: llamacpp}\n"
             "tools: [{name: search, default: {text: t}}]\n")
