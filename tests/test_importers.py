@@ -14,10 +14,11 @@ import pytest
 from harness.realruns import importers
 from harness.cli import build_parser, import_runs, main as imprint
 from harness.realruns.importers import FORMATS, detect_format, import_file, import_paths
-from harness.realruns.importers import chat, convert, kinds, minisweagent, source, whoandwhen
-from harness.realruns.importers.kinds import (ASK, EMPTY, ERROR, OK, READ, WRITE, classify_code, classify_shell,
-                                              classify_tool, code_blocks, python_writes, shell_facts, shell_status,
-                                              text_status)
+from harness.realruns.importers import (callkinds, chat, convert, minisweagent, resultstatus, shellsyntax, source,
+                                        whoandwhen)
+from harness.realruns.importers.callkinds import (ASK, READ, WRITE, classify_code, classify_shell, classify_tool,
+                                                  code_blocks, python_writes, shell_facts)
+from harness.realruns.importers.resultstatus import EMPTY, ERROR, OK, shell_status, text_status
 from harness.realruns.rounds import read_round_log, replay
 from imprint_core.errors import UserInputError
 
@@ -205,7 +206,7 @@ def test_here_document_bodies_are_not_commands():
     # `rm` and `>` inside the body are text written to the file, not commands of the line
     cmd = "cat <<'EOF' | python\nimport os\n# rm -rf / > x\nprint(1)\nEOF"
     assert classify_shell(cmd) == READ
-    seg = kinds.split_command("cat > a.txt <<-END\n\trm x\n\tEND\nls")
+    seg = shellsyntax.split_command("cat > a.txt <<-END\n\trm x\n\tEND\nls")
     assert [s.text for s in seg] == ["cat", "ls"] and seg[0].heredocs == ["\trm x"] and seg[0].redirects == ["a.txt"]
 
 
@@ -722,7 +723,7 @@ VOCABULARY = {"READ", "WRITE", "ASK", "OK", "EMPTY", "ERROR", "CHAT_ROLES", "GZI
               "GREP", "FIND_GREP", "PYTHON"}
 
 
-@pytest.mark.parametrize("module", [kinds, chat, minisweagent, whoandwhen, source, convert, import_runs])
+@pytest.mark.parametrize("module", [callkinds, resultstatus, shellsyntax, chat, minisweagent, whoandwhen, source, convert, import_runs])
 def test_decisions_are_documented(module):
     """Public constants carry a docstring (or are plain vocabulary named in
     a documented neighbour); public functions have docstrings."""

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from ..rounds import Round, RoundCall, RoundLog
 
-from .kinds import ERROR, classify_tool, text_status
+from .callkinds import classify_tool
+from .resultstatus import ERROR, text_status
 from .source import Source, output_stem
 
 CHAT_ROLES = "system, developer, user, assistant, tool or function"

@@ -39,9 +39,9 @@ whose spans carry our `imprint.*` attributes, rounds are `imprint.round`
 numbers, as in the trace.
 
 Kind: `imprint.tool.kind`, else the corpus's `tool-kinds.yaml`
-(`toolkinds`), else `kinds.classify_tool` on the name and args. Status:
+(`toolkinds`), else `callkinds.classify_tool` on the name and args. Status:
 `imprint.tool.status`; else `error` for an ERROR span; else
-`kinds.text_status` of the result.
+`resultstatus.text_status` of the result.
 
 Not read: the older flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`
 attributes and `traceloop.*` spans (OpenLLMetry), and content kept as span
@@ -72,7 +72,8 @@ from typing import Any
 from ..rounds import KINDS, STATUSES, Round, RoundCall, RoundLog
 
 from .chat import parse_arguments
-from .kinds import EMPTY, ERROR, OK, WRITE, text_status
+from .callkinds import WRITE
+from .resultstatus import EMPTY, ERROR, OK, text_status
 from .source import OTLP_KEY, Source
 from .toolkinds import classifier, find_overrides
 
