@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.cli import main
 from harness.realruns import otelexport
-from harness.realruns.importers import convert, otel, source, toolkinds
+from harness.realruns.importers import convert, otel, otlp, source, toolkinds
 from harness.realruns.importers import inspect as inspect_importer
 from harness.realruns.importers.convert import import_file, render_round_log
 from harness.realruns.rounds import parse_round_log, replay, trace_to_round_log
@@ -693,7 +693,7 @@ def test_any_trace_round_trips_to_the_same_round_log(events, tmp_path_factory):
 def test_attribute_values_read_back_as_written(value):
     src = source.Source("x.otlp.jsonl", "otel")
     encoded = otelexport.any_value(value)
-    back = otel.any_value(encoded, src, "v") if value is not None else None
+    back = otlp.any_value(encoded, src, "v") if value is not None else None
     if isinstance(value, list) and not all(isinstance(x, (str, bool, int, float)) for x in value):
         assert back == json.dumps(value, ensure_ascii=False, sort_keys=True)     # nested: kept as JSON text
     else:
@@ -731,7 +731,7 @@ def test_a_multi_line_otlp_file_named_json_is_read_as_json_lines(tmp_path):
 
 # ---- documentation -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [otel, inspect_importer, toolkinds, otelexport])
+@pytest.mark.parametrize("module", [otel, otlp, inspect_importer, toolkinds, otelexport])
 def test_the_new_modules_document_their_decisions(module):
     tree = ast.parse(pyinspect.getsource(module))
     undocumented = []
