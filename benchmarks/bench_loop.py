@@ -193,7 +193,7 @@ def bench_library() -> dict:
 
 
 def bench_sweep(total_rounds: int = 10_000) -> dict:
-    from harness.realruns.rounds import Round, RoundCall, RoundLog, apply_patience, round_progress
+    from harness.realruns.roundlogs import Round, RoundCall, RoundLog, apply_patience, round_progress
     from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
     rng = random.Random(5)
     logs, made = [], 0

@@ -10,7 +10,7 @@ import pytest
 
 from harness.conventions import ListedFile, expand_paths, natural_order
 from harness.realruns.importers.convert import raw_files
-from harness.realruns.sources import find_inputs
+from harness.realruns.runfiles import find_inputs
 from harness.scenarios import scenario_files
 from imprint_core.errors import UserInputError
 

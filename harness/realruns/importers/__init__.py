@@ -17,6 +17,6 @@ what a round is in each format's module (`chat`, `inspect`, `otel`,
 `imprint import` (harness/cli/import_runs.py) is the command around them.
 """
 from .convert import detect_format, import_file, import_paths, render_round_log
-from .source import FORMATS
+from .rawfiles import FORMATS
 
 __all__ = ["FORMATS", "detect_format", "import_file", "import_paths", "render_round_log"]

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog
+from ..roundlogs import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog
 
 from imprint_core.errors import UserInputError
 from imprint_core.files import write_files
@@ -21,7 +21,7 @@ from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
 from .minisweagent import import_mini_swe_agent
 from .otel import import_otel
-from .source import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
+from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
     raw_suffix
 from .whoandwhen import import_who_and_when
 
@@ -42,7 +42,7 @@ Progress = Callable[[int, int, str], None]
 def detect(data: Any) -> str | None:
     """The format of parsed data, by shape (None: none of them):
 
-    - a zip archive (`source.Archive`), or an object with an `eval` object and
+    - a zip archive (`rawfiles.Archive`), or an object with an `eval` object and
       `samples`, `status` or `version`: inspect (an inspect_ai log);
     - an object with `resourceSpans`, or a list of them (JSON lines): otel (OTLP JSON);
     - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
@@ -118,7 +118,7 @@ def import_file(path: str | Path, fmt: str | None = None) -> list[RoundLog]:
 
 
 def render_round_log(log: RoundLog) -> str:
-    """The `imprint-rounds/1` text of a log (what `harness.realruns.rounds.read_round_log` reads)."""
+    """The `imprint-rounds/1` text of a log (what `harness.realruns.roundlogs.read_round_log` reads)."""
     lines = [json.dumps({"format": ROUNDS_FORMAT, "source": log.source, "labels": log.labels}, ensure_ascii=False)]
     for n, rnd in enumerate(log.rounds, start=1):
         calls = []

@@ -41,10 +41,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..rounds import RoundLog
+from ..roundlogs import RoundLog
 
 from .chat import ChatCall, ChatTurn, chat_rounds
-from .source import Archive, Source
+from .rawfiles import Archive, Source
 from .toolkinds import classifier, find_overrides
 
 INSTALL_HINT = "pip install -e '.[interop]' (inspect_ai)"

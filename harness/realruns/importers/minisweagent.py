@@ -22,12 +22,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..rounds import Round, RoundCall, RoundLog
+from ..roundlogs import Round, RoundCall, RoundLog
 
-from .chat import ChatTurn, content_text, read_chat
 from .callkinds import SHELL_TOOLS, WRITE, classify_tool, shell_facts, tool_words
+from .chat import ChatTurn, content_text, read_chat
+from .rawfiles import Source, output_stem
 from .resultstatus import ERROR, OK, shell_status, text_status
-from .source import Source, output_stem
 
 INDEX_NAME = "index.jsonl"
 INDEX_LEVELS = 3

@@ -70,13 +70,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..rounds import KINDS, STATUSES, Round, RoundCall, RoundLog
+from ..roundlogs import KINDS, STATUSES, Round, RoundCall, RoundLog
 
 from .callkinds import WRITE
 from .chat import parse_arguments
 from .otlp import Span, read_spans
+from .rawfiles import OTLP_KEY, Source
 from .resultstatus import EMPTY, ERROR, OK, text_status
-from .source import OTLP_KEY, Source
 from .toolkinds import classifier, find_overrides
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .source import OTLP_KEY, Source
+from .rawfiles import OTLP_KEY, Source
 
 STATUS_ERROR = 2
 """The status code of a failed span (OTLP's STATUS_CODE_ERROR)."""

@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..rounds import Round, RoundCall, RoundLog
+from ..roundlogs import Round, RoundCall, RoundLog
 from .callkinds import WRITE, classify_tool
 from .resultstatus import EMPTY, ERROR, OK, text_status
 

@@ -30,11 +30,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..rounds import Round, RoundCall, RoundLog
+from ..roundlogs import Round, RoundCall, RoundLog
 
 from .callkinds import READ, SHELL_LANGUAGES, ShellFacts, classify_code, code_blocks, shell_facts
+from .rawfiles import Source, output_stem
 from .resultstatus import EMPTY, ERROR, shell_status, text_status
-from .source import Source, output_stem
 
 INSTRUCTION = re.compile(r"^Orchestrator \(-> (.+)\)$")
 NEXT_SPEAKER = "Next speaker"

@@ -35,8 +35,8 @@ from imprint_core.trace import TRACE_FORMAT
 
 from ..conventions import expand_paths
 from .importers.convert import CONVERTERS, describe_shape, detect, output_paths
-from .importers.source import FOLDER_SUFFIXES, FORMATS, Source, load, raw_suffix
-from .rounds import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, trace_to_round_log
+from .importers.rawfiles import FOLDER_SUFFIXES, FORMATS, Source, load, raw_suffix
+from .roundlogs import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, trace_to_round_log
 
 KINDS = ("trace", "roundlog", "raw")
 EXPECTED = f"{TRACE_FORMAT}, {ROUNDS_FORMAT}, or a trajectory ({', '.join(FORMATS)})"
