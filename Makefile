@@ -58,7 +58,7 @@ schema: setup
 clean:
 	rm -rf $(VENV) traces/runs $(RUN_REPORT)
 
-# ---- reports, tuning and the release gate (issue 6) ----------------------------------------
+# ---- reports, tuning and the release gate --------------------------------------------------
 .PHONY: setup-browser report snapshot check tune
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -88,7 +88,7 @@ check: setup
 tune: setup
 	$(BIN)/imprint tune --out reports/tune
 
-# ---- mutation testing (issue 12) -----------------------------------------------------------
+# ---- mutation testing ----------------------------------------------------------------------
 # mutmut mutates the files of `[tool.mutmut] only_mutate` in pyproject.toml (the one list) and runs the
 # core and novelty tests on each mutant; reports/mutation.md gets the score and every survivor, killed or explained
 # (benchmarks/mutation_verdicts.toml). Exits 1 while a survivor is unexplained. MUTATE_JOBS: parallel mutants.

@@ -97,7 +97,7 @@ class RunStart(Event):
     deadline: float | None
     normalization: str
     tools: list[dict[str, Any]]
-    # How prompts are counted (issue 14): the `chat.token_counting` mode, what
+    # How prompts are counted: the `chat.token_counting` mode, what
     # it resolved to, whether it is exact and whether usage settles the ledger
     # (`Counting.describe()`); None in traces written before it.
     counting: dict[str, Any] | None = None

@@ -102,7 +102,8 @@ class ModelCaller:
         return out
 
     def _learn(self, messages: Sequence[Message], tools: Sequence[ToolSpec], usage: Usage | None) -> None:
-        """Feed a measured prompt to the calibration (issue 14)."""
+        """Feed a measured prompt to the calibration, which the `calibrated`
+        counting mode fits its byte estimate to."""
         cal = self.counting.calibration
         if cal is not None and usage is not None and usage.prompt_tokens:
             cal.observe(messages, tools, usage.prompt_tokens)

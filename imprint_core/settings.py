@@ -63,8 +63,8 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
     # 32,768 the largest context of the models this project runs.
     SettingSpec("chat.max_tokens", int, "tokens", 1_024, 16, 32_768,
                 "Output allowance of the tools-free final answer request."),
-    # How a remote provider's prompts are counted before a request (issue 14;
-    # a local model always counts with its own tokenizer). See counting.py.
+    # How a remote provider's prompts are counted before a request (a local
+    # model always counts with its own tokenizer). See counting.py.
     SettingSpec("chat.token_counting", str, "", "auto", None, None,
                 "Remote prompt counting. byte: the record's UTF-8 byte estimate (3 bytes per token). "
                 "calibrated: the byte estimate fitted to the provider's measured usage (upper envelope, per "

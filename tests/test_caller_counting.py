@@ -1,4 +1,4 @@
-"""How ModelCaller and the loop use a `Counting` (issue 14), on the scripted
+"""How ModelCaller and the loop use a `Counting` (`chat.token_counting`), on the scripted
 provider alone: the counter chain and its trace events, every mode's
 figure beside the one used, calibration fed from measured prompts,
 reconciliation switched by the counting, and the loop's setup note.

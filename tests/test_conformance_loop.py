@@ -1,5 +1,6 @@
-"""Conformance defects of the loop against the record (issue 12, items 6-9),
-and tests for mutations that the rest of the suite let through. Each test
+"""Conformance defects of the loop against the record (a worker refused its
+reservation, cancellation during a retry wait, duplicate call ids,
+unvalidated construction and raw errors), and tests for mutations that the rest of the suite let through. Each test
 failed on the code before its fix, or under its mutation."""
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Conformance defects of the novelty rule against the record (issue 12,
-items 1-5), the mutation "paragraph-hash de-duplication disabled", and the
-rule's parameters (issue 13, part 3). Each defect test failed on the code
+"""Conformance defects of the novelty rule against the record (echoed
+queries, short new facts, timestamps, reordered lists, windowing), the
+mutation "paragraph-hash de-duplication disabled", and the rule's
+parameters (what "new evidence" means, which the record leaves open). Each defect test failed on the code
 before its fix.
 
 The record (ADR 0102; research-loop.md, "Progress"): result order, scores,
@@ -254,7 +255,7 @@ def test_a_cycle_longer_than_the_shingle_store_is_caught_by_paragraph_hashes():
     assert progress_of([[(p, None)] for p in cycle * 3], cfg) == [True] * 7 + [False] * 14
 
 
-# ---- issue 13: the rule's parameters -------------------------------------------------------------
+# ---- the rule's parameters ----------------------------------------------------------------------
 def test_the_parameters_are_plain_fields_with_today_defaults():
     cfg = NoveltyConfig()
     fields = {f.name: f.default for f in dataclasses.fields(NoveltyConfig)}

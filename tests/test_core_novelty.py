@@ -120,8 +120,8 @@ def test_partial_overlap_thresholds():
 
 
 def test_min_new_shingles_per_round():
-    # This asserted the defect of issue 12, item 2: new evidence shorter than
-    # seven words was never progress. A round needs min_new_shingles new
+    # This once asserted a defect (a premature stop): new evidence shorter
+    # than seven words was never progress. A round needs min_new_shingles new
     # shingles, or all of its largest new window when that is shorter.
     t = NoveltyTracker(NoveltyConfig(min_new_shingles=3))
     assert t.observe_round([ok("just four words here")]).progress  # one shingle, all of it new

@@ -264,7 +264,7 @@ def test_settings_object_does_not_read_process_env_when_given_environ(tmp_path, 
 
 
 def test_token_counting_is_a_choice_documented_in_the_list(tmp_path):
-    """Issue 14: the counting mode is a setting with four documented choices."""
+    """The counting mode is a setting with four documented choices."""
     s = make(tmp_path)
     d = s.describe("chat.token_counting")
     assert d["value"] == "auto" and d["choices"] == ["byte", "calibrated", "tokenizer", "auto"]

@@ -1,5 +1,5 @@
-"""Issue 14: remote token counting modes, reconciliation, the tokenize
-fallback and calibration persistence.
+"""Remote token counting modes, reconciliation with reported usage, the
+tokenize fallback and calibration persistence.
 
 Each test pins a behaviour that a plausible wrong implementation breaks:
 `auto` that prefers calibration over the tokenizer, a fallback that

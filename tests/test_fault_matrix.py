@@ -1,4 +1,4 @@
-"""The fault matrix (issue 7): every provider kind against every fault, and
+"""The fault matrix: every provider kind against every fault, and
 cancellation at every event boundary; reports/faults.md holds the outcomes."""
 from __future__ import annotations
 

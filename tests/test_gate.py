@@ -99,7 +99,7 @@ def test_a_replay_beside_its_recording_is_counted_once(setup, capsys) -> None:
     assert under["figure"] == "25.0% of 8" and under["value"] == 0.25
 
 def test_condition_2_judges_the_counting_mode_the_budget_used(setup, capsys) -> None:
-    """Issue 14: an exact (tokenizer) mode is held to [divergence.exact]; a
+    """An exact (tokenizer) mode is held to [divergence.exact]; a
     byte baseline recorded on purpose is listed with its figures, unjudged;
     a run with the default mode that counted approximately is judged by the
     provider's band."""

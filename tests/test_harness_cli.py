@@ -129,3 +129,32 @@ def test_settings_cli(tmp_path: Path, capsys, monkeypatch) -> None:
     assert {r["key"]: r["value"] for r in rows}["chat.research_no_progress_rounds"] == 9
     assert "max_tool_iters = 12" in cfg.read_text()
     assert main(["settings", "get", "chat.nope", "--config", str(cfg)]) == 2
+
+
+def test_settings_options_go_before_or_after_the_action(tmp_path: Path, capsys, monkeypatch) -> None:
+    cfg = str(tmp_path / "config.toml")
+    key = "chat.research_no_progress_rounds"
+    monkeypatch.delenv("IMPRINT_CHAT_RESEARCH_NO_PROGRESS_ROUNDS", raising=False)
+    for argv in (["settings", "--config", cfg, "--json", "get", key],
+                 ["settings", "get", key, "--json", "--config", cfg],
+                 ["settings", "--json", "get", "--config", cfg, key]):
+        assert main(argv) == 0
+        assert json.loads(capsys.readouterr().out)["key"] == key
+    assert main(["settings", "--config", cfg, "set", key, "7"]) == 0
+    assert main(["settings", "get", key, "--config", cfg]) == 0 and capsys.readouterr().out.splitlines()[-1] == "7"
+    assert main(["settings", "get", "--config", cfg]) == 2
+    assert "`settings get` needs a KEY" in capsys.readouterr().err
+
+
+def test_settings_list_shows_every_setting_as_a_table(tmp_path: Path, capsys) -> None:
+    assert main(["settings", "list", "--config", str(tmp_path / "config.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "chat.research_stop_rule" in out and "FILE.py:FACTORY" in out and "chat.token_counting" in out
+
+def test_model_build_force_goes_before_or_after_the_action(monkeypatch, capsys) -> None:
+    from harness.live import model_folder
+    forced = []
+    monkeypatch.setattr(model_folder, "build_model_dir", lambda force=False, progress=None: forced.append(force))
+    for argv in (["model", "build"], ["model", "build", "--force"], ["model", "--force", "build"]):
+        assert main(argv) == 0
+    assert forced == [False, True, True]

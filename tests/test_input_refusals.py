@@ -208,3 +208,62 @@ def test_regress_add_into_a_read_only_labels_folder(repo, capsys):
     code = main(["regress", "add", str(stalled(repo)), "--useful-until", "8", "--store", "traces/regressions",
                  "--labels", "ro/regressions.yaml", "--config", "gate.toml"])
     assert code == 2 and "internal error" not in capsys.readouterr().err
+
+
+# ---- servers and smoke: a user's mistake exits 2 as everywhere else (a server that fails to start exits 1) -----
+@pytest.fixture()
+def no_servers_venv(tmp_path, monkeypatch) -> Path:
+    from harness.live.servers import VENV_ENV
+    monkeypatch.setenv(VENV_ENV, str(tmp_path / "servers-venv"))
+    return tmp_path / "servers-venv"
+
+
+@pytest.fixture()
+def busy_port():
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize("argv", [["servers", "start", "llamacpp"], ["smoke", "record", "--server", "llamacpp"]])
+def test_a_server_not_set_up_is_named_with_the_setup_to_run(argv, no_servers_venv, capsys):
+    refused(capsys, argv, "llamacpp server is not set up", str(no_servers_venv), "imprint servers setup llamacpp")
+
+
+@pytest.mark.parametrize("command", [["servers", "start", "llamacpp"], ["smoke", "record", "--server", "llamacpp"]])
+def test_a_port_in_use_is_named(command, busy_port, no_servers_venv, monkeypatch, capsys):
+    from harness.live import servers
+    python = no_servers_venv / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    monkeypatch.setattr(servers, "is_set_up", lambda kind: True)
+    refused(capsys, [*command, "--port", str(busy_port)], f"port {busy_port}", "already in use")
+
+
+@pytest.mark.parametrize("command", [["servers", "start", "llamacpp"], ["smoke", "record", "--server", "llamacpp"]])
+def test_a_port_out_of_range_is_refused_by_the_parser(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--port", "70000"])
+    assert exc.value.code == 2 and "argument --port: port 70000 is out of range" in capsys.readouterr().err
+
+
+def test_smoke_replay_of_a_missing_cassette_names_it(tmp_path, capsys):
+    refused(capsys, ["smoke", "replay", str(tmp_path / "nope.yaml")], "cannot read cassette", "nope.yaml")
+
+
+def test_smoke_replay_of_a_cassette_without_interactions_names_it(tmp_path, capsys):
+    (tmp_path / "empty.yaml").write_text("interactions: []\n")
+    refused(capsys, ["smoke", "replay", str(tmp_path / "empty.yaml")], "empty.yaml", "holds no interactions")
+
+
+def test_a_server_that_fails_to_set_up_exits_1(monkeypatch, capsys):
+    from harness.live import model_folder, servers
+
+    def fails(kinds, force=False):
+        raise servers.ServerError("command failed with exit status 1: pip install llama-cpp-python")
+    monkeypatch.setattr(servers, "setup_servers", fails)
+    monkeypatch.setattr(model_folder, "build_model_dir", lambda: None)
+    assert main(["servers", "setup", "llamacpp"]) == 1
+    assert "error: command failed with exit status 1" in capsys.readouterr().err

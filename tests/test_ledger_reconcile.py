@@ -1,5 +1,5 @@
-"""The ledger's reconciliation (issue 14) and its prefix check against the two
-parts a context has seen (issue 15), exercised on the ledger alone: fast
+"""The ledger's reconciliation with reported usage and its prefix check
+against the two parts a context has seen (the cheap per-round form), exercised on the ledger alone: fast
 enough for the mutation run's test selection (pyproject `[tool.mutmut]`),
 which the end-to-end tests of tests/test_counting_modes.py are not."""
 from __future__ import annotations

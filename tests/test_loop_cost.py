@@ -1,4 +1,4 @@
-"""The loop's per-round shortcuts (issue 15) give what the long way gives:
+"""The loop's per-round shortcuts (taken for speed) give what the long way gives:
 the byte estimate built on the last prompt, the ledger's prefix against the
 two parts a context has seen, the tool status without segmenting, cheap
 event stamping. Speed itself is measured in benchmarks/bench_loop.py."""

@@ -284,7 +284,7 @@ SHAPES = [
       "123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-42661417400"], ["", "g", "0", "-", " "]],
     [["http://", "https://", "http:/", "ftp://"], ["x.io", "a.b/c", ""], ["?q=1&r=2#f", "", "?", "#"],
      ["", " ", '"', "<"], ["", "tail"]],
-    # the masks added for issue 12, item 3 and issue 13
+    # the masks added later: timestamp forms, then the volatile tokens real agent runs hold
     [["0x", "0X", "x", "00x"], ["7f3a9c2e41b0", "7f3a9c", "7f3a9", "7f3a9c2e41b0d8e0a", "7f3a9cg"], ["", ">", "0", " "]],
     [["", " ", "x", "/", "~", "."], ["/tmp", "/var/tmp", "/private/tmp", "/dev/shm", "/var/folders/x1/ab/t",
                                      "c:\\users\\bo\\appdata\\local\\temp", "/tmpx", "/var/folders/x1/t"],

@@ -34,7 +34,7 @@ def scenario_with(tmp_path: Path, expect_block: str, *, expect_last: bool) -> Pa
 def test_recorded_expect_is_what_the_trace_did():
     pinned = recorded_expect(TRACE)
     assert pinned == {"stop_reason": "no_progress", "final_mode": "synthesized", "rounds": 4, "requests": 4,
-                      # issue 14: exact counts (the tool preamble included) and charges reconciled with usage
+                      # exact counts (the tool preamble included) and charges reconciled with usage
                       "reserved": 1910, "charged": 574, "refunded": 1336,
                       "events": {"request_settled[outcome=error]": 0, "request_settled[outcome=cut]": 0,
                                  "final_settled": 1, "tool_call": 4}}

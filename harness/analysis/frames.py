@@ -26,11 +26,11 @@ log, replayed); the columns are `framecolumns`'.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import jsonlines
 import pandas as pd
 
 from imprint_core.errors import UserInputError
@@ -125,11 +125,10 @@ def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PAT
     ids = _RunIds()
     for path, kind in files:
         if kind == "trace":
-            prefix = None
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    prefix = json.loads(fh.readline()).get("run_id")
-            except (ValueError, OSError, UnicodeDecodeError):
+            try:  # the header's run id; a header that cannot be read is read_trace's to name, below
+                with open(path, encoding="utf-8") as fh, jsonlines.Reader(fh) as lines:
+                    prefix = lines.read(type=dict).get("run_id")
+            except (ValueError, EOFError, OSError, UnicodeDecodeError):  # jsonlines.InvalidLineError is a ValueError
                 prefix = None
             trace_rows(path, ids.make(path, prefix), acc, warnings)
         else:

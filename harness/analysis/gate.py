@@ -34,7 +34,7 @@ from ..ratios import ratio_stats
 from ..realruns.labels import LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels
 from ..realruns.noveltyconfigs import describe, make_config
 from .frames import Frames, load_frames
-from .gateconfig import GateConfig, load_config  # noqa: F401  (load_config: cli/inputs.py imports it from here)
+from .gateconfig import GateConfig
 
 
 # ---- the conditions ----------------------------------------------------------------------------------
@@ -215,7 +215,8 @@ def _figure(ratios: pd.Series) -> str:
 
 
 def divergence(frames: Frames, cfg: GateConfig) -> Condition:
-    """Judged on the counting mode each run's budget used (issue 14). Runs
+    """Judged on the counting mode each run's budget used, since an exact
+    count and an estimate are held to different bands. Runs
     that chose another mode than the shipped default of
     `chat.token_counting` (the byte-estimate baselines) are shown, not
     judged: they measure a setting the product does not use unless asked.

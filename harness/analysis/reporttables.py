@@ -51,8 +51,8 @@ def estimate_stats(frames: Frames) -> pd.DataFrame:
 
 
 def counting_mode_stats(frames: Frames) -> pd.DataFrame:
-    """Issue 14: every counting mode against the same measurements, per
-    provider, side by side. Each request records the figure of every mode
+    """Every counting mode (`chat.token_counting`) against the same
+    measurements, per provider, side by side. Each request records the figure of every mode
     its run could count (`estimates` in the trace); a calibrated figure
     exists from a session's second measured request on (the first has
     nothing to learn from). `budget` names the modes the budget counted

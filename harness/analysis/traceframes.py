@@ -42,8 +42,8 @@ def trace_rows(path: Path, rid: str, acc: dict[str, list[dict]], warnings: list[
     settings = start.settings if start else {}
     policy = start.policy if start else None
     base = {"run": rid, "name": scenario, "scenario": scenario, "provider": provider, "provider_kind": kind}
-    # How the run counted its prompts (issue 14); a trace from before it
-    # counted with its provider's own counter.
+    # How the run counted its prompts (`chat.token_counting`); a trace from
+    # before the counting modes counted with its provider's own counter.
     counting = (start.counting if start else None) or {}
     counting_cols = {"counting_mode": counting.get("mode"), "counting_used": counting.get("used"),
                      "counting_exact": counting.get("exact")}

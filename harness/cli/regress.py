@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "their own.",
         epilog="Paths are relative to the current directory (run it from the repository root). The stop rule is "
                "the gate config's [premature_stops] setting.")
-    rsub = p.add_subparsers(dest="regress_command", required=True, metavar="ACTION")
+    rsub = p.add_subparsers(required=True, metavar="ACTION")
     a = rsub.add_parser(
         "add", help="store a run and its label",
         description="Store RUN as a round log and append its label (with the note, the source, the date and what "

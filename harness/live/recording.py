@@ -421,15 +421,13 @@ def record_session(cassette_path: str | os.PathLike, server_kind: str, fn: Calla
 
 def replay_session(cassette_path: str | os.PathLike, fn: Callable[[Target], Any], *,
                    server: str | None = None) -> Any:
-    """Run `fn(target)` against the cassette alone (record mode "none")."""
-    target = cassette_target(cassette_path, server)
+    """Run `fn(target)` against the cassette alone (record mode "none"). A
+    cassette that cannot be replayed at all (missing, not YAML, no chat
+    completion) is the caller's input, named in a `UserInputError`."""
+    try:
+        target = cassette_target(cassette_path, server)
+    except CassetteError as exc:
+        raise UserInputError(str(exc)) from None
     with cassette(cassette_path, mode="none"):
         return fn(target)
 
-
-def __getattr__(name: str) -> Any:
-    # cli/smoke.py still imports the smoke sessions from here; they live in `smoke` (which imports this module)
-    if name in ("record_smoke", "replay_smoke"):
-        from . import smoke
-        return getattr(smoke, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -323,13 +323,14 @@ def server(kind: str, port: int | None = None, *, ready_timeout: float | None = 
     context size, for conversations longer than the recordings' LLAMA_CTX."""
     if kind not in SERVER_KINDS:
         raise UserInputError(f"unknown server {kind!r}", key="server", expected=" or ".join(SERVER_KINDS))
+    # A step not taken and a port taken are the user's to fix (exit 2), unlike a server that fails to start.
     if not venv_python().exists() or not is_set_up(kind):
-        raise ServerError(f"the {kind} server is not set up in {venv_dir()}; run: imprint servers setup "
-                          f"{kind}")
+        raise UserInputError(f"the {kind} server is not set up in {venv_dir()}; run: imprint servers setup "
+                             f"{kind}")
     port = free_port() if port is None else int(port)
     if not port_free(port):
-        raise ServerError(f"port {port} on {HOST} is already in use; pick another port, or pass the running "
-                          f"server's URL instead of starting one")
+        raise UserInputError(f"port {port} on {HOST} is already in use; pick another port, or pass the running "
+                             f"server's URL instead of starting one")
     cmd, cwd, extra_env = command(kind, port, n_ctx)
     log = logs_dir() / f"{kind}-{port}.log"
     base_url = f"http://{HOST}:{port}/v1"
