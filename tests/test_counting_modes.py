@@ -319,7 +319,7 @@ def test_a_recorded_session_that_asked_the_server_replays_its_tokenize_calls():
     recording; its replay answers those calls from the cassette (a provider
     built outside the cassette would find no server and fall back), and the
     server's count is its measured prompt on every request."""
-    from harness.scenarios.model import load_scenario
+    from harness.scenarios import load_scenario
     from harness.scenarios.runner import run_scenario
     run = run_scenario(load_scenario(REPO / "scenarios" / "56-remote-llamacpp-reserve-policy.yaml"))
     assert run.passed, (run.error, run.failures)

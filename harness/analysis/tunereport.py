@@ -26,7 +26,7 @@ import numpy as np
 
 from imprint_core.settings import atomic_write_text
 
-from ..realruns.noveltyfields import as_dict
+from ..realruns.noveltyconfigs import as_dict
 from .ceiling import CEILINGS
 from .tune import PARTS, Figures, Tuning
 
