@@ -71,25 +71,18 @@ import httpx
 from ..counting import ByteEstimateCounter
 from ..errors import ProviderError, UserInputError
 from .openai_format import openai_message, openai_tool
-from ..types import Clock, Message, ModelRequest, ProviderEvent, TokenCounter
-from ._openai_stream import _ResponseReader, parse_retry_after, parse_usage, tool_call_from
+from ..types import Clock, ModelRequest, ProviderEvent, TokenCounter
+from ._openai_stream import ResponseReader, parse_retry_after, parse_usage, tool_call_from
 
-__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "RemoteProvider", "message_to_openai", "parse_retry_after",
-           "parse_usage", "tool_call_from", "tool_to_openai", "validate_base_url"]
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "RemoteProvider", "parse_retry_after", "parse_usage",
+           "tool_call_from", "validate_base_url"]
 
 API_KEY_ENV = "IMPRINT_REMOTE_API_KEY"
 BASE_URL_ENV = "IMPRINT_REMOTE_BASE_URL"
 MODEL_ENV = "IMPRINT_REMOTE_MODEL"
 
 
-def message_to_openai(m: Message) -> dict[str, Any]:
-    """One message in the chat-completions wire format."""
-    return openai_message(m, json_arguments=True)
-
-
-tool_to_openai = openai_tool
-
-class RemoteProvider(_ResponseReader):
+class RemoteProvider:
     """An OpenAI-compatible chat-completions endpoint.
 
     `base_url` is the API root (for example `http://127.0.0.1:8000/v1`);
@@ -207,13 +200,13 @@ class RemoteProvider(_ResponseReader):
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON request body (no secrets in it)."""
         body: dict[str, Any] = {"model": self.model,
-                                "messages": [message_to_openai(m) for m in request.messages],
+                                "messages": [openai_message(m, json_arguments=True) for m in request.messages],
                                 "max_tokens": request.max_output_tokens,
                                 "stream": self.stream}
         if self.stream:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
-            body["tools"] = [tool_to_openai(t) for t in request.tools]
+            body["tools"] = [openai_tool(t) for t in request.tools]
             if self.tool_choice is not None:
                 body["tool_choice"] = self.tool_choice
         if self.temperature is not None:
@@ -247,12 +240,15 @@ class RemoteProvider(_ResponseReader):
         content = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
         http_request = self._client.build_request("POST", self.url, content=content, headers=self.headers(),
                                                   timeout=timeout)
+        # Built per request: a test or a replay may set `wall`, `clock` or `on_chunk` between requests.
+        reader = ResponseReader(clock=self.clock, wall=self.wall, on_chunk=self.on_chunk,
+                                request_timeout=self.request_timeout, error=self._error)
         limit_at = self.wall() + (timeout.read or 0.0)   # the whole request's, checked on every chunk
         try:
             response = self._client.send(http_request, stream=True)
         except httpx.TimeoutException as exc:
             nothing_sent = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
-            raise self._timeout_error(exc, timeout, bounded, processed=not nothing_sent) from exc
+            raise reader.timeout_error(exc, timeout, bounded, processed=not nothing_sent) from exc
         except httpx.ConnectError as exc:
             raise self._error("connection", f"cannot connect to {self.base_url}: {exc}", processed=False,
                               retryable=True) from exc
@@ -261,11 +257,11 @@ class RemoteProvider(_ResponseReader):
                                             f"{type(exc).__name__}: {exc}", processed=True, retryable=True) from exc
         try:
             if not 200 <= response.status_code < 300:
-                raise self._status_error(response)
+                raise reader.status_error(response)
             if self.stream:
-                yield from self._read_stream(response, request, timeout, bounded, limit_at)
+                yield from reader.read_stream(response, request, timeout, bounded, limit_at)
             else:
-                yield from self._read_body(response, timeout, bounded, limit_at, request.deadline)
+                yield from reader.read_body(response, timeout, bounded, limit_at, request.deadline)
         finally:
             response.close()
 
