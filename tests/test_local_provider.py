@@ -248,6 +248,7 @@ def test_a_reply_cut_mid_stream_is_charged_for_what_was_processed(provider):
 
     class CancelAfterTokens:
         name, context_window, counter = provider.name, provider.context_window, provider.counter
+        counting_modes = provider.counting_modes
 
         def generate(self, req):  # the user presses "stop" after the fifth token
             inner = provider.generate(req)

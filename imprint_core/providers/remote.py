@@ -63,6 +63,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -71,7 +72,7 @@ import httpx
 from ..counting import ByteEstimateCounter
 from ..errors import ProviderError, UserInputError
 from .openai_format import openai_message, openai_tool
-from ..types import Clock, ModelRequest, ProviderEvent, TokenCounter
+from ..types import CalibratedTokenCounter, Clock, CountingModes, ModelRequest, ProviderEvent, TokenCounter
 from ._openai_stream import ResponseReader, parse_retry_after, parse_usage, tool_call_from
 
 __all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "RemoteProvider", "parse_retry_after", "parse_usage",
@@ -99,7 +100,8 @@ class RemoteProvider:
                  request_timeout: float = 120.0, connect_timeout: float = 10.0, name: str = "remote",
                  temperature: float | None = None, tool_choice: str | dict | None = None,
                  extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None,
-                 exact_counter: TokenCounter | None = None, calibrated_counter: TokenCounter | None = None):
+                 exact_counter: TokenCounter | None = None,
+                 calibrated_counter: CalibratedTokenCounter | None = None):
         self.base_url = validate_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise UserInputError("a remote provider needs a model name", key="model", expected="a non-empty string")
@@ -115,9 +117,10 @@ class RemoteProvider:
         self.name = name
         self.context_window = int(context_window)
         self.counter = counter or ByteEstimateCounter()
-        # The other counting modes (issue 14; `counting.select_counting`): an
-        # exact counter of the server's template and tokenizer, a calibrated one.
-        self.exact_counter, self.calibrated_counter = exact_counter, calibrated_counter
+        # The other counting modes (`counting.select_counting`): an exact
+        # counter of the server's template and tokenizer, a calibrated one.
+        # OpenAI-compatible servers report usage: the ledger reconciles with it.
+        self.counting_modes = CountingModes(exact_counter, calibrated_counter, reports_usage=True)
         self.request_timeout = float(request_timeout)
         self.connect_timeout = float(connect_timeout)
         self.temperature = temperature
@@ -144,14 +147,12 @@ class RemoteProvider:
             raise UserInputError(f"no model: set {MODEL_ENV} or the setting", key="model",
                                  expected="the model name the server serves")
         provider = cls(base_url, model, clock=clock, **kwargs)
-        if provider.calibrated_counter is None:
+        if provider.counting_modes.calibrated is None:
             # The calibrated estimate learns across sessions in the user cache.
             from ..calibration import CalibratedCounter, CalibrationStore, default_calibration_path
-            provider.calibrated_counter = CalibratedCounter(CalibrationStore(default_calibration_path()), provider.name,
-                                                     provider.model)
+            provider.counting_modes = replace(provider.counting_modes, calibrated=CalibratedCounter(
+                CalibrationStore(default_calibration_path()), provider.name, provider.model))
         return provider
-
-    reports_usage = True  # OpenAI-compatible servers report usage: the ledger reconciles with it
 
     # -- plumbing ---------------------------------------------------------------------
     @property
