@@ -1,6 +1,6 @@
 """The optimized novelty path gives the same answers as a straightforward one.
 
-imprint_core.novelty judges a round's results together (_tally.py), masks
+imprint_core.novelty judges a round's results together (_bulk_shingle_counts.py), masks
 their units in one joined piece, tries each mask only where a literal search
 says it could match (_mask_finders.py, applied by _fast_masks.py), hashes
 shingles in bulk with numpy (fingerprints.py) and keeps them in numpy hash

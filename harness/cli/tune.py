@@ -216,7 +216,7 @@ def _apply(t, other_rule: bool) -> None:
 def _print(t, timing: str, written: list[Path]) -> None:
     from rich.table import Table
     from ..analysis.tune import PARTS
-    from ..analysis.tunereport import _fig
+    from ..analysis.tunereport import figures_text as _fig
     out = console()
     s = t.scores.settings[t.best]
     table = Table(title=f"imprint tune: recommended {s.label()}" + ("" if t.feasible else " (constraints not met)"))
