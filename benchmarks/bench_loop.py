@@ -180,7 +180,7 @@ def bench_overhead(rounds: int, repeat: int) -> dict:
 
 def bench_library() -> dict:
     from harness.scenarios.runner import run_scenario
-    from harness.scenarios.model import load_scenario, scenario_files
+    from harness.scenarios import load_scenario, scenario_files
     files = scenario_files([ROOT / "scenarios"])
     scenarios = [load_scenario(f) for f in files if f.name != "schema.json"]
     stub = [s for s in scenarios if s.provider.kind == "stub"]
@@ -193,7 +193,7 @@ def bench_library() -> dict:
 
 
 def bench_sweep(total_rounds: int = 10_000) -> dict:
-    from harness.realruns.rounds import Round, RoundCall, RoundLog, apply_patience, round_progress
+    from harness.realruns.roundlogs import Round, RoundCall, RoundLog, apply_patience, round_progress
     from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
     rng = random.Random(5)
     logs, made = [], 0

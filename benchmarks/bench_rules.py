@@ -32,8 +32,8 @@ from harness.analysis.sweep import ProgressCache, clear_memory_cache, load_corpo
 from harness.analysis.tune import tune  # noqa: E402
 from harness.cli.corpora import corpora_from  # noqa: E402
 from harness.cli.ruleargs import rules_of  # noqa: E402
-from harness.realruns.noveltyfields import default_grid, expand  # noqa: E402
-from harness.realruns.rounds import PATIENCE  # noqa: E402
+from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402
+from harness.realruns.roundlogs import PATIENCE  # noqa: E402
 from imprint_core.files import atomic_write_text  # noqa: E402
 from imprint_core.stoprules import CallView, RoundView, build  # noqa: E402
 

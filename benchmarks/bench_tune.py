@@ -27,8 +27,8 @@ if str(ROOT) not in sys.path:
 from harness.analysis.sweep import ProgressCache, clear_memory_cache, load_corpora  # noqa: E402
 from harness.analysis.tune import tune  # noqa: E402
 from harness.cli.tune import corpora_from  # noqa: E402
-from harness.realruns.noveltyfields import default_grid, expand  # noqa: E402
-from harness.realruns.rounds import PATIENCE  # noqa: E402
+from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402
+from harness.realruns.roundlogs import PATIENCE  # noqa: E402
 from imprint_core.errors import UserInputError  # noqa: E402
 from imprint_core.settings import atomic_write_text  # noqa: E402
 

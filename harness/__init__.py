@@ -6,8 +6,8 @@
     analysis/   traces and round logs as DataFrames: report, tune, gate
     cli/        `imprint` and its commands
 """
-from .realruns.rounds import ReplayResult, RoundLog, read_round_log, replay
-from .scenarios.model import Scenario, load_scenario, parse_scenario
+from .realruns.roundlogs import ReplayResult, RoundLog, read_round_log, replay
+from .scenarios import Scenario, load_scenario, parse_scenario
 from .scenarios.runner import ScenarioRun, run_scenario
 
 __all__ = ["ReplayResult", "RoundLog", "Scenario", "ScenarioRun", "load_scenario", "parse_scenario",

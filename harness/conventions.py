@@ -1,12 +1,16 @@
-"""What every part of the harness agrees on: where the repository is, and
-what an exit status means.
+"""What every part of the harness agrees on: where the repository is, what
+an exit status means, and which files a list of paths names.
 
 Every `imprint` command exits 0 on success, 1 when a check fails, 2 on
 unusable input (the message names the file, line and key; never a
 traceback) and 3 on an internal error."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable
+
+from imprint_core.errors import UserInputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout this package was installed from: in a second clone sharing one
@@ -24,3 +28,51 @@ def workdir() -> Path:
 
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """A file that a list of paths names: named itself, or found in a named folder."""
+    path: Path
+    folder: Path | None = None
+    """The named folder it was found in; None for a file named itself."""
+
+    @property
+    def named(self) -> bool:
+        return self.folder is None
+
+    @property
+    def relative(self) -> Path:
+        """Its path below the named folder; a named file's is its name."""
+        return Path(self.path.name) if self.folder is None else self.path.relative_to(self.folder)
+
+
+def natural_order(path: Path) -> tuple:
+    """Sort key: numbers in a path compare as numbers (`run-9` before
+    `run-10`), so a folder's runs come in the order their producer numbered
+    them; names that hold no numbers sort as text."""
+    parts = []
+    for chunk in path.as_posix().replace("-", "/").replace("_", "/").replace(".", "/").split("/"):
+        parts.append((0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk))
+    return tuple(parts)
+
+
+def expand_paths(paths: Iterable[str | Path], wanted: Callable[[str], bool], *,
+                 recursive: bool = True) -> list[ListedFile]:
+    """Every file that `paths` name, in the order named: a path that is not a
+    folder is taken as given; a folder gives its files whose name `wanted`
+    accepts, below it (`recursive`) or directly in it, hidden files and
+    folders skipped, in `natural_order`. A path that does not exist is a
+    `UserInputError` naming it."""
+    out: list[ListedFile] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = [f for f in (p.rglob("*") if recursive else p.iterdir()) if wanted(f.name) and f.is_file()
+                     and not any(part.startswith(".") for part in f.relative_to(p).parts)]
+            out.extend(ListedFile(f, p) for f in sorted(found, key=natural_order))
+        elif p.exists():
+            out.append(ListedFile(p))
+        else:
+            raise UserInputError("no such file or directory", file=str(p))
+    return out

@@ -18,8 +18,8 @@ from .settings import SPECS, ResearchSettings, Settings, SettingSpec, validate
 from .tools import FunctionTool, ToolExecutor
 from .workers import SectionWorkers
 from .trace import TRACE_FORMAT, EventLog, Trace, TraceWriter, read_trace
-from .types import (CancelToken, Clock, Done, ErrorEvent, FinalMode, Message, ModelRequest, Provider,
-                    ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
+from .types import (CalibratedTokenCounter, CancelToken, Clock, CountingModes, Done, ErrorEvent, FinalMode, Message,
+                    ModelRequest, Provider, ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
                     ToolOutput, ToolResult, ToolSpec, Usage, UsageEvent)
 
 import types as _types

@@ -171,7 +171,7 @@ class TokenLedger:
         self.budget, self.policy = int(budget), policy
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._outstanding: dict[int, Reservation] = {}
+        self._outstanding: set[int] = set()   # ids of reservations not settled yet: one settlement each
         self._processed = ProcessedUnits()
         self.records: list[RequestRecord] = []
         self.final_records: list[RequestRecord] = []
@@ -185,7 +185,7 @@ class TokenLedger:
             if not self.limit.admits(want):
                 raise self.limit.refusal(want)
             r = Reservation(next(self._ids), role, context_id, estimated_prompt, max_output)
-            self._outstanding[r.id] = r
+            self._outstanding.add(r.id)
             self.totals.outstanding += want
             self.totals.reserved += want
             return r
@@ -213,7 +213,7 @@ class TokenLedger:
           the next reservation that does not fit stops research with
           token_budget. reserved + overrun = charged + refunded."""
         with self._lock:
-            del self._outstanding[r.id]
+            self._outstanding.remove(r.id)   # KeyError: settled twice
             self.totals.outstanding -= r.tokens
             reused_units = self._processed.reused(r.context_id, prompt_units) if sent else 0
             reused = min(counter.to_tokens(reused_units), r.estimated_prompt)

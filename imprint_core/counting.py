@@ -11,9 +11,9 @@ import math
 import threading
 from operator import is_
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Sequence
 
-from .types import Message, TokenCounter, ToolSpec
+from .types import CalibratedTokenCounter, Message, Provider, TokenCounter, ToolSpec
 
 # 3 bytes per token: English prose runs ~4 bytes/token on BPE vocabularies,
 # but JSON, code, numbers and non-English text run closer to 2-3. The budget
@@ -92,7 +92,7 @@ def as_bytes_like(units):
     return bytes(units) if isinstance(units, GrownBytes) else units
 
 
-class ByteEstimateCounter:
+class ByteEstimateCounter(TokenCounter):
     """Remote prompt counts: bytes of the formatted request / ratio, rounded up."""
 
     def __init__(self, bytes_per_token: float = DEFAULT_BYTES_PER_TOKEN):
@@ -237,7 +237,7 @@ def reused_prefix(seen: tuple[Sequence[int], Sequence[int]], units: Sequence[int
     return n + common_prefix_len(output, as_bytes_like(units[n:]))
 
 
-class RegexTokenCounter:
+class RegexTokenCounter(TokenCounter):
     """A deterministic stand-in tokenizer (words, numbers and punctuation
     marks are one token each, ids are 32-bit hashes). The scripted provider
     uses it for "exact counts": it processes exactly the ids it counts, as a
@@ -273,16 +273,9 @@ COUNTING_MODES: tuple[str, ...] = (*COUNTED_MODES, "auto")
 
 def count_prompt(counter: TokenCounter, messages: Sequence[Message], tools: Sequence[ToolSpec]
                  ) -> tuple[Sequence[int], int]:
-    """(units, tokens) of a prompt. A counter whose count is not a function
-    of the units alone (the calibrated fit's per-request overhead), or that
-    hands out its units cheaper than `prompt_units` does (the byte estimate's
-    GrownBytes), has `count(messages, tools)`; any other counts
-    `to_tokens(len(units))`."""
-    count = getattr(counter, "count", None)
-    if count is not None:
-        return count(messages, tools)
-    units = counter.prompt_units(messages, tools)
-    return units, counter.to_tokens(len(units))
+    """(units, tokens) of a prompt: the counter's own `count` (by default
+    `to_tokens(len(prompt_units))`, see `TokenCounter.count`)."""
+    return counter.count(messages, tools)
 
 
 @dataclass
@@ -303,7 +296,7 @@ class Counting:
     reconcile: bool = False
     note: str | None = None
     side: dict[str, TokenCounter] = field(default_factory=dict)
-    calibration: "CalibratedCounterLike | None" = None
+    calibration: CalibratedTokenCounter | None = None
 
     def describe(self) -> dict:
         return {"mode": self.mode, "used": self.used, "counter": self.counter.name, "exact": self.exact,
@@ -311,28 +304,23 @@ class Counting:
                 "note": self.note, "side": sorted(self.side)}
 
 
-class CalibratedCounterLike(TokenCounter, Protocol):
-    def observe(self, messages: Sequence[Message], tools: Sequence[ToolSpec], measured_prompt: int) -> None: ...
-
-
-def select_counting(mode: str, provider: object) -> Counting:
+def select_counting(mode: str, provider: Provider) -> Counting:
     """Resolve the `chat.token_counting` setting for `provider`.
 
-    A provider that offers counting modes has `exact_counter` (the server's
-    template and tokenizer, or None) and `calibrated_counter` (or None) beside its
-    `counter` (the byte estimate); any other provider counts for itself and
-    the setting does not apply to it. `auto`: the tokenizer, else the
+    A provider that offers counting modes declares them
+    (`provider.counting_modes`: the server's template and tokenizer, or None,
+    and the calibrated estimate, or None, beside its `counter`, the byte
+    estimate); one that declares None counts for itself and the setting
+    does not apply to it. `auto`: the tokenizer, else the
     calibrated estimate, else the byte estimate; `tokenizer` or
     `calibrated` where the provider has none fall back to the byte
     estimate, and `note` says so (the loop traces it)."""
     if mode not in COUNTING_MODES:
         raise ValueError(f"unknown counting mode {mode!r}; allowed: {', '.join(COUNTING_MODES)}")
-    native = provider.counter  # type: ignore[attr-defined]
-    if not hasattr(provider, "exact_counter") and not hasattr(provider, "calibrated_counter"):
-        return Counting(mode, "native", native, exact=bool(getattr(native, "exact", False)))
-    tokenizer = getattr(provider, "exact_counter", None)
-    calibrated = getattr(provider, "calibrated_counter", None)
-    reconcile = bool(getattr(provider, "reports_usage", False))
+    native, offered = provider.counter, provider.counting_modes
+    if offered is None:
+        return Counting(mode, "native", native, exact=native.exact)
+    tokenizer, calibrated, reconcile = offered.tokenizer, offered.calibrated, offered.reports_usage
     side: dict[str, TokenCounter] = {"byte": native}
     if calibrated is not None:
         side["calibrated"] = calibrated
@@ -345,14 +333,14 @@ def select_counting(mode: str, provider: object) -> Counting:
         fallback = calibrated if mode == "auto" and calibrated is not None else native
         return Counting(mode, "tokenizer", tokenizer, fallback, True, reconcile, None, side, calibrated)
     if mode == "tokenizer":
-        note = f"no tokenizer for {getattr(provider, 'name', 'this provider')}: counting with the byte estimate"
+        note = f"no tokenizer for {provider.name}: counting with the byte estimate"
         return Counting(mode, "byte", native, None, False, reconcile, note, side, calibrated)
     if mode in ("calibrated", "auto") and calibrated is not None:
         if mode == "auto":
-            note = (f"no tokenizer for {getattr(provider, 'name', 'this provider')}: counting with the "
+            note = (f"no tokenizer for {provider.name}: counting with the "
                     f"calibrated estimate")
         return Counting(mode, "calibrated", calibrated, native, False, reconcile, note, side, calibrated)
     if mode != "byte":
-        note = (f"neither a tokenizer nor a calibration for {getattr(provider, 'name', 'this provider')}: "
+        note = (f"neither a tokenizer nor a calibration for {provider.name}: "
                 f"counting with the byte estimate")
     return Counting(mode, "byte", native, None, False, reconcile, note, side, calibrated)

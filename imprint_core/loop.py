@@ -88,7 +88,7 @@ class ResearchLoop:
         self.provider, self.settings, self.clock = provider, settings, clock
         self.config = config or LoopConfig()
         self.trace = trace or TraceWriter(None, clock)
-        self.cancel = cancel or CancelToken(clock)
+        self.cancel = cancel or CancelToken()   # no `at`: only a caller holding it cancels
         self.on_answer = on_answer
         self.time = TimeBudget(clock, settings.research_timeout_sec)
         self.ledger = TokenLedger(settings.research_token_budget, self.config.policy)
@@ -247,9 +247,9 @@ _ROUND_END_NOTES = frozenset({"progress", "new_paragraphs", "new_shingles", "pat
 
 
 def _round_view(round_no: int, calls: list[ToolCall], results: list[ToolResult]) -> RoundView:
-    by_id = {c.id: c for c in calls}
-    return RoundView.of(round_no, [CallView(r.name, dict(by_id[r.call_id].arguments) if r.call_id in by_id else {},
-                                            r.kind, r.status, r.text, r.segments) for r in results])
+    by_id = {c.id: c for c in calls}   # the executor returns one result per call, under the call's id
+    return RoundView.of(round_no, [CallView(r.name, dict(by_id[r.call_id].arguments), r.kind, r.status, r.text,
+                                            r.segments) for r in results])
 
 
 def _distinct_ids(calls: list[ToolCall], round_no: int) -> list[ToolCall]:

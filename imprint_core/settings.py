@@ -223,20 +223,22 @@ class Settings:
                                 expected="each key once per table" if twice else None) from None
 
     def _file_values(self) -> dict[str, Any]:
+        from tomlkit.items import Item
         doc = self._load_document()
         out: dict[str, Any] = {}
         for key in SPECS:
             section, name = key.split(".", 1)
             table = self._table(doc, section)
             if table is not None and name in table:
-                out[key] = table[name].unwrap() if hasattr(table[name], "unwrap") else table[name]
+                value = table[name]  # tomlkit hands booleans out plain, anything else as an Item
+                out[key] = value.unwrap() if isinstance(value, Item) else value
         return out
 
     def _table(self, doc, section: str):
         """The file's `[section]` table; a key of that name holding anything
         else is a mistake in the file, named as such."""
         table = doc.get(section)
-        if table is None or hasattr(table, "keys"):
+        if table is None or isinstance(table, Mapping):
             return table
         raise SettingsError(f"{section!r} must be a table of settings, not {type(table).__name__}",
                             file=str(self.path), key=section, expected=f"[{section}] with keys such as "

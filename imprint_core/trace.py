@@ -34,13 +34,13 @@ class TraceWriter:
         self._listeners: list[Callable[[Event], None]] = []
         if target is None:
             self._fh: IO[str] | None = None
-        elif hasattr(target, "write"):
-            self._fh = target  # type: ignore[assignment]
-        else:
+        elif isinstance(target, (str, os.PathLike)):
             self.path = Path(target)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "w", encoding="utf-8")
             self._own = True
+        else:
+            self._fh = target
         self.header = self.write(Header(meta=dict(meta or {})))
 
     def subscribe(self, fn: Callable[[Event], None]) -> None:

@@ -1,5 +1,6 @@
 """Messages, tool calls, provider events, usage, stop reasons; the Provider,
-Tool, Clock and TokenCounter protocols.
+Tool, Clock and TokenCounter protocols, and the counting modes a provider
+declares (`CountingModes`).
 
 Everything the loop exchanges with the outside world is defined here, so a
 provider or tool author reads one short module.
@@ -186,10 +187,36 @@ class TokenCounter(Protocol):
     template's own trailer; the prefix-refund policy relies on it.
     """
     name: str
+    # Whether a count is the server's own (its chat template and tokenizer).
+    exact: bool = False
 
     def prompt_units(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Sequence[int]: ...
     def output_units(self, reply: Message) -> Sequence[int]: ...
     def to_tokens(self, units: int) -> int: ...
+
+    def count(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[Sequence[int], int]:
+        """(units, tokens) of a prompt. A counter whose count is not a
+        function of the units alone (the calibrated fit's per-request
+        overhead), or that hands out its units cheaper than `prompt_units`
+        (the byte estimate's growing buffer), overrides it."""
+        units = self.prompt_units(messages, tools)
+        return units, self.to_tokens(len(units))
+
+
+class CalibratedTokenCounter(TokenCounter, Protocol):
+    """A counter that learns from the prompt tokens a provider measured."""
+    def observe(self, messages: Sequence[Message], tools: Sequence[ToolSpec], measured_prompt: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class CountingModes:
+    """The counting modes a provider offers `chat.token_counting` beside its
+    own `counter` (the byte estimate): the server's template and tokenizer
+    (None: none), the calibrated estimate (None: none), and whether it
+    reports usage (the ledger then reconciles with it)."""
+    tokenizer: TokenCounter | None = None
+    calibrated: CalibratedTokenCounter | None = None
+    reports_usage: bool = False
 
 
 @dataclass
@@ -213,6 +240,9 @@ class Provider(Protocol):
     name: str
     context_window: int
     counter: TokenCounter
+    # None: the provider counts for itself (a local model's tokenizer, the
+    # stub) and `chat.token_counting` does not apply; else what it offers.
+    counting_modes: CountingModes | None = None
 
     def generate(self, request: ModelRequest) -> Iterator[ProviderEvent]: ...
 

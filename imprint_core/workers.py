@@ -31,7 +31,7 @@ class SectionWorkers:
         self._fanouts: dict[int, int] = {}
 
     def __call__(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        sections = [str(s) for s in arguments.get("sections", [])]
+        sections = [str(s) for s in arguments["sections"]]   # WORKER_TOOL's schema requires it; the executor checks
         # Every worker request is a fresh model context: a second fan-out in
         # the same round must not be charged as if it continued the first.
         fanout = self._fanouts[ctx.round] = self._fanouts.get(ctx.round, 0) + 1

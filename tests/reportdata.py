@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.scenarios.runner import run_scenario
-from harness.scenarios.model import parse_scenario
+from harness.scenarios import parse_scenario
 
 RAIN = """\
 name: {name}

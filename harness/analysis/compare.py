@@ -36,7 +36,7 @@ from imprint_core.stoprules import build, resolve
 from imprint_core.stoprules.builtin import AnyRule
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
-from ..realruns.rounds import round_view
+from ..realruns.roundlogs import round_view
 from .sweep import ProgressCache, TuneRun, compute_progress, stop_rounds
 from .tune import PARTS, Split
 

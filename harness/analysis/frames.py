@@ -3,7 +3,7 @@ pandas DataFrames.
 
 `load_frames(paths)` is the only place that turns trace or round-log files
 into tables for the reports and the gate (which files are which, and raw
-trajectories converted in memory, is `realruns.sources`); everything
+trajectories converted in memory, is `realruns.runfiles`); everything
 downstream works on the four tables of `Frames`:
 
 - `requests`   one row per model request (research requests and the final
@@ -36,8 +36,8 @@ import pandas as pd
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 
-from ..realruns.rounds import PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log, record_factory
-from ..realruns.sources import find_inputs, read_raw
+from ..realruns.roundlogs import PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log, record_factory
+from ..realruns.runfiles import find_inputs, read_raw
 from .framecolumns import NUMERIC_COLUMNS, REQUEST_COLUMNS, ROUND_COLUMNS, RUN_COLUMNS, TOOL_COLUMNS
 from .roundlogframes import roundlog_rows
 from .traceframes import trace_rows
@@ -80,7 +80,7 @@ class Frames:
 # ---- finding files ------------------------------------------------------------------------
 def find_files(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str]], list[str]]:
     """(file, kind) for every trace, round log and raw trajectory under
-    `paths` (`realruns.sources.find_inputs`). A named file of no kind is an
+    `paths` (`realruns.runfiles.find_inputs`). A named file of no kind is an
     error; one found in a directory is skipped with a warning."""
     found, warnings = find_inputs(paths)
     return [(f, kind) for f, kind, _ in found], warnings
@@ -108,7 +108,7 @@ def load_frames(paths: Sequence[str | Path] | str | Path, *, patience: int = PAT
                 rule_params: dict[str, Any] | None = None) -> Frames:
     """Load traces, round logs and raw trajectories of other agents (files,
     or directories searched recursively; raw ones converted in memory, see
-    `realruns.sources`) into DataFrames.
+    `realruns.runfiles`) into DataFrames.
 
     Round logs and raw trajectories are replayed through a stop rule: the
     record's (`patience`, and `normalization` or a whole `novelty` config,

@@ -32,7 +32,7 @@ from imprint_core.errors import UserInputError
 
 from ..ratios import ratio_stats
 from ..realruns.labels import LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels
-from ..realruns.noveltyfields import describe, make_config
+from ..realruns.noveltyconfigs import describe, make_config
 from .frames import Frames, load_frames
 from .gateconfig import GateConfig
 

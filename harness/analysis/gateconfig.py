@@ -23,9 +23,9 @@ from imprint_core.novelty import NORMALIZATIONS
 from imprint_core.settings import SPECS
 
 from ..realruns.labels import LOOP_SLACK, read_user_file
-from ..realruns.noveltyfields import make_config
-from ..realruns.regressions import CORPUS as REGRESSIONS
-from ..realruns.rounds import PATIENCE, USER_TURNS
+from ..realruns.noveltyconfigs import make_config
+from ..realruns.regressionstore import CORPUS as REGRESSIONS
+from ..realruns.roundlogs import PATIENCE, USER_TURNS
 
 # table -> key -> (type, check, expected)
 _NUM = (int, float)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..realruns.labels import Labels, RunLabel, Verdict
-from ..realruns.noveltyfields import changed, describe
-from ..realruns.regressions import key_of, stored_runs
-from ..realruns.rounds import RoundLog
+from ..realruns.noveltyconfigs import changed, describe
+from ..realruns.regressionstore import key_of, stored_runs
+from ..realruns.roundlogs import RoundLog
 from .frames import replay_frames
 from .gate import JudgedRun, judged_runs, novelty_config
 from .gateconfig import GateConfig

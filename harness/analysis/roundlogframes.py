@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..realruns.rounds import RoundLog, RuleFactory, replay_rule
+from ..realruns.roundlogs import RoundLog, RuleFactory, replay_rule
 from .framecolumns import num
 
 

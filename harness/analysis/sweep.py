@@ -2,7 +2,7 @@
 novelty config, cached, fanned out over processes or a Dask cluster.
 
 A run's stop at any patience follows from one list per reply: each round's
-kind and whether it made progress (`realruns.rounds.round_progress`). That
+kind and whether it made progress (`realruns.roundlogs.round_progress`). That
 list depends on the novelty config (every `NoveltyConfig` field) and on the
 run, never on patience, so it is computed once per (run, config) and kept:
 
@@ -37,10 +37,10 @@ from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig
 
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
-from ..realruns.noveltyfields import config_key
-from ..realruns.regressions import CORPUS as REGRESSIONS
-from ..realruns.rounds import Round, RoundCall, RoundLog, replies, round_progress
-from ..realruns.sources import RunFile, load_runs
+from ..realruns.noveltyconfigs import config_key
+from ..realruns.regressionstore import CORPUS as REGRESSIONS
+from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress
+from ..realruns.runfiles import RunFile, load_runs
 
 Progress = list[list[tuple[str, bool]]]
 """Per reply, per round: (kind, made progress)."""
@@ -67,7 +67,7 @@ def default_cache_dir() -> Path:
 @dataclass
 class Corpus:
     """Run files (traces, round logs, raw trajectories) and the labels file that
-    judges them. The regressions corpus (`realruns.regressions`, named after
+    judges them. The regressions corpus (`realruns.regressionstore`, named after
     regressions.yaml) is always tuned on, never held out (a regression is there
     to be fixed). A regression keeps the task of the run it came from (its
     header's task or instance id), so that task moves to dev whole: a run
@@ -188,7 +188,7 @@ def code_version() -> str:
     import imprint_core.novelty as novelty
     import imprint_core.rounds as core_rounds
     import imprint_core.stoprules as stoprules
-    from ..realruns import rounds as realrounds
+    from ..realruns import roundlogs as realrounds
     files: list[Path] = []
     for mod in (novelty, core_rounds, stoprules, realrounds):
         f = Path(mod.__file__)

@@ -1,7 +1,7 @@
 """`imprint tune`: search the stop rule's space honestly.
 
 A setting is a patience value and a `NoveltyConfig` (any of its fields, by
-name; `realruns.noveltyfields`). Over labelled corpora it is scored by
+name; `realruns.noveltyconfigs`). Over labelled corpora it is scored by
 
 - **loop recall**: labelled loops caught, i.e. the stop lands from the loop's
   first round to `slack` rounds after its last (`realruns.labels.judge`);
@@ -41,7 +41,7 @@ import numpy as np
 from imprint_core.novelty import NoveltyConfig
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
-from ..realruns.noveltyfields import config_key
+from ..realruns.noveltyconfigs import config_key
 from .ceiling import loop_ceiling
 from .sweep import ComputeStats, ProgressCache, TuneRun, compute_progress, stop_rounds
 from .tunesettings import RuleSetting, Setting, settings_for

@@ -26,7 +26,7 @@ import numpy as np
 
 from imprint_core.settings import atomic_write_text
 
-from ..realruns.noveltyfields import as_dict
+from ..realruns.noveltyconfigs import as_dict
 from .ceiling import CEILINGS
 from .tune import PARTS, Figures, Tuning
 
@@ -35,7 +35,8 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.0f}%"
 
 
-def _fig(f: Figures) -> str:
+def figures_text(f: Figures) -> str:
+    """Loop recall and premature stops, as one table cell."""
     rec = f"{f.caught}/{f.loops} ({_pct(f.recall)})" if f.loops else "no loops"
     prem = f"{f.premature}/{f.useful} ({_pct(f.premature_share)})" if f.useful else "no useful runs"
     return f"recall {rec} · premature {prem}"
@@ -95,8 +96,8 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
              "| corpus | part | recommended | shipped |", "| --- | --- | --- | --- |"]
     for c in _scopes(t):
         for part in PARTS:
-            lines.append(f"| {_name(c)} | {part} | {_fig(t.figures(t.best, part, c))} | "
-                         f"{_fig(t.figures(t.shipped, part, c))} |")
+            lines.append(f"| {_name(c)} | {part} | {figures_text(t.figures(t.best, part, c))} | "
+                         f"{figures_text(t.figures(t.shipped, part, c))} |")
     pooled = t.cv_summary()
     lines += ["", f"## Cross-validation ({t.split.folds} folds of the dev tasks)", "",
               "Each fold's setting is chosen by the same rule on the other folds and scored on the fold left out; "
@@ -147,7 +148,7 @@ def front_md(t: Tuning) -> str:
                              f"{_label(t, rep)}{marks} |")
             for tag, si in (("recommended", t.best), ("shipped", t.shipped)):
                 if si not in front:
-                    lines.append(f"| ({tag}: {_fig(t.figures(si, part, c))}) | | | {_label(t, si)} |")
+                    lines.append(f"| ({tag}: {figures_text(t.figures(si, part, c))}) | | | {_label(t, si)} |")
             lines.append("")
     return "\n".join(lines)
 
@@ -176,7 +177,7 @@ def split_md(t: Tuning) -> str:
         cells = []
         for c in t.corpora:
             g = f["figures"][c]
-            cells.append(_fig(Figures(g["runs"], g["useful"], g["premature"], g["loops"], g["caught"])))
+            cells.append(figures_text(Figures(g["runs"], g["useful"], g["premature"], g["loops"], g["caught"])))
         lines.append(f"| {f['fold']} | {f['tasks']} | {f['label']}{'' if f['feasible'] else ' (infeasible)'} | "
                      + " | ".join(cells) + " |")
     lines += ["", "## Tasks held out", ""]

@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 from imprint_core.novelty import NoveltyConfig
 
-from ..realruns.noveltyfields import SHIPPED, as_dict, changed, config_key, describe
-from ..realruns.rounds import PATIENCE
+from ..realruns.noveltyconfigs import SHIPPED, as_dict, changed, config_key, describe
+from ..realruns.roundlogs import PATIENCE
 
 SHIPPED_PATIENCE = PATIENCE.default
 

@@ -8,7 +8,7 @@ import argparse
 from imprint_core.errors import UserInputError
 
 from ..conventions import workdir
-from ..realruns.regressions import LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
+from ..realruns.regressionstore import LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
 
 DEFAULT_CORPORA = (
     ("../shared/data/roundlogs/tau-bench-airline", "scenarios/labels/labels-tau-bench.yaml"),

@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..realruns.rounds import export_round_log, trace_to_round_log
+    from ..realruns.roundlogs import export_round_log, trace_to_round_log
     if args.output:
         print(f"wrote {export_round_log(args.trace, args.output)}", file=sys.stderr)
     else:

@@ -45,7 +45,7 @@ def _shown(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..scenarios.model import load_scenario, scenario_files
+    from ..scenarios import load_scenario, scenario_files
     from ..scenarios.providers import cassette_path
     from ..scenarios.record import pin_expect, record, recorded_expect
     from ..scenarios.runner import run_scenario

@@ -1,7 +1,7 @@
 """`imprint regress add|list`: regression runs, stored with their label and
 judged by the gate (`imprint check`) and the tuner (`imprint tune`) every time.
 
-The store (`harness.realruns.regressions`) and the verdicts
+The store (`harness.realruns.regressionstore`) and the verdicts
 (`harness.analysis.regressions`) live below; this module parses, orders the
 checks before any write, and prints."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Callable
 from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK
-from ..realruns.regressions import LABELS_FILE, LOOP_SPEC, STORE
+from ..realruns.regressionstore import LABELS_FILE, LOOP_SPEC, STORE
 from .console import console
 from .inputs import DEFAULT_GATE_CONFIG, gate_config
 
@@ -81,7 +81,7 @@ def _labels_elsewhere(cfg, labels_path: Path):
 def cmd_add(args: argparse.Namespace) -> int:
     from ..analysis.regressions import judge_logs, verdict
     from ..realruns.labels import Labels
-    from ..realruns import regressions as reg
+    from ..realruns import regressionstore as reg
     store, labels_path = Path(args.store), Path(args.labels)
     # Every check comes before the first write; the config first, as its absence means "not in a checkout".
     cfg = gate_config(args.config)
@@ -147,7 +147,7 @@ def _then_text(lab) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from ..analysis.regressions import rows, rule_of
-    from ..realruns.regressions import read_labels_file
+    from ..realruns.regressionstore import read_labels_file
     cfg = gate_config(args.config)
     _, labels = read_labels_file(Path(args.labels))
     found, warnings = rows(Path(args.store), labels, cfg)

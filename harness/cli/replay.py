@@ -11,7 +11,7 @@ from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS
 
 from ..conventions import EXIT_OK
-from ..realruns.rounds import PATIENCE
+from ..realruns.roundlogs import PATIENCE
 from .ruleargs import add_rule_options, rule_of
 
 
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def novelty_config(args: argparse.Namespace):
     """The NoveltyConfig of `--normalization` and `--novelty FIELD=VALUE`."""
-    from ..realruns.noveltyfields import make_config, parse_assignment
+    from ..realruns.noveltyconfigs import make_config, parse_assignment
     overrides = {}
     for text in args.novelty or []:
         name, values = parse_assignment(text, key="--novelty")
@@ -54,9 +54,9 @@ def novelty_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..realruns.noveltyfields import describe
-    from ..realruns.rounds import replay
-    from ..realruns.sources import load_runs
+    from ..realruns.noveltyconfigs import describe
+    from ..realruns.roundlogs import replay
+    from ..realruns.runfiles import load_runs
     if not PATIENCE.min <= args.patience <= PATIENCE.max:
         raise UserInputError(f"{args.patience} is out of bounds", key="--patience", expected=PATIENCE.bounds())
     cfg = novelty_config(args)
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         rule_words = f"patience {args.patience}, {describe(cfg)}"
     else:
         from imprint_core.stoprules import build, resolve
-        from ..realruns.rounds import replay_with
+        from ..realruns.roundlogs import replay_with
         info = resolve(spec)
         build(info, params)          # a bad parameter is one error, before any run
         results = [(rf, replay_with(rf.log, lambda: build(info, params))) for rf in runs]

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
     from ..analysis.gate import judged_runs, novelty_config
     from ..realruns.labels import LOOP_SLACK, load_labels
-    from ..realruns.noveltyfields import describe
+    from ..realruns.noveltyconfigs import describe
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"] if cfg else []
     with progress("report", "reading and replaying the inputs") as step:
         if cfg is None:

@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..scenarios.model import load_scenario, scenario_files
+    from ..scenarios import load_scenario, scenario_files
     from ..scenarios.runner import run_scenario
     files = scenario_files(args.paths or ["scenarios"])
     if not files:

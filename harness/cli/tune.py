@@ -13,8 +13,9 @@ from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK
 from ..realruns.labels import LOOP_SLACK
-from ..realruns.regressions import CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS, STORE as REGRESSION_STORE
-from ..realruns.rounds import PATIENCE, USER_TURNS
+from ..realruns.regressionstore import (CORPUS as REGRESSIONS, LABELS_FILE as REGRESSION_LABELS,
+                                        STORE as REGRESSION_STORE)
+from ..realruns.roundlogs import PATIENCE, USER_TURNS
 from .console import console, progress
 from .corpora import DEFAULT_CORPORA, add_corpus_options, corpora_from  # noqa: F401  (corpora_from: bench_tune)
 
@@ -94,7 +95,7 @@ def parse_patience(text: str) -> list[int]:
 
 
 def grid_from(args: argparse.Namespace) -> tuple[dict, list[str]]:
-    from ..realruns.noveltyfields import default_grid, fields, parse_assignment
+    from ..realruns.noveltyconfigs import default_grid, fields, parse_assignment
     if not args.grid:
         return default_grid()
     grid: dict = {}
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.sweep import ProgressCache, default_cache_dir, load_corpora
     from ..analysis.tune import Rule, Split, tune
     from ..analysis.tunereport import recommendation, write_outputs
-    from ..realruns.noveltyfields import expand
+    from ..realruns.noveltyconfigs import expand
     patiences = parse_patience(args.patience)
     if not 0 <= args.holdout < 1:
         raise UserInputError(f"{args.holdout} is not a share", key="--holdout", expected="0 to below 1")
@@ -215,7 +216,7 @@ def _apply(t, other_rule: bool) -> None:
 def _print(t, timing: str, written: list[Path]) -> None:
     from rich.table import Table
     from ..analysis.tune import PARTS
-    from ..analysis.tunereport import _fig
+    from ..analysis.tunereport import figures_text as _fig
     out = console()
     s = t.scores.settings[t.best]
     table = Table(title=f"imprint tune: recommended {s.label()}" + ("" if t.feasible else " (constraints not met)"))

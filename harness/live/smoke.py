@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from imprint_core.types import TokenCounter
+
 from ..ratios import ratio_stats
 from .recording import Target, record_session, replay_session, transport
 
@@ -33,7 +35,7 @@ def smoke_search(arguments: dict, ctx: Any) -> str:
     return "\n\n".join(dict.fromkeys(hits)) if hits else ""
 
 
-class _ByteTap:
+class _ByteTap(TokenCounter):
     """The byte estimate, remembering the size of the last prompt it counted."""
 
     def __init__(self, inner):

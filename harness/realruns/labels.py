@@ -13,7 +13,7 @@ runs:
     loops: [[5, 6], [10, 12]]      # several loops
   chat_dev/astropy-1:              # a path's tail (`folder/stem`), for stems repeated across folders
     loops: [{start: 8, end: 15, period: 2}]   # A B A B: round 8 repeats 6, 9 repeats 7, ...
-  regressions/astropy-2:           # written by `imprint regress add` (harness.realruns.regressions)
+  regressions/astropy-2:           # written by `imprint regress add` (harness.realruns.regressionstore)
     should_not_stop_before: 23
     source: ../shared/data/raw/x.traj.json      # where the run came from
     added: '2025-01-31'                          # when it was labelled

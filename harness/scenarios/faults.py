@@ -173,6 +173,7 @@ class FaultInjector:
     def __init__(self, inner, fault: str):
         self.inner, self.fault = inner, fault
         self.name, self.context_window, self.counter = inner.name, inner.context_window, inner.counter
+        self.counting_modes = None  # counts natively with the inner provider's counter, whatever it offers
         self.requests = 0
 
     def generate(self, request) -> Iterator:

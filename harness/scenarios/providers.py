@@ -12,11 +12,9 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from imprint_core.calibration import CalibratedCounter, CalibrationStore
-from imprint_core.clock import VirtualClock
-from imprint_core.counting import ByteEstimateCounter, RegexTokenCounter
+from imprint_core import providers as core_providers
 from imprint_core.errors import ProviderError, UserInputError
-from imprint_core.providers.scripted import Chunk, ScriptedProvider, Turn
+from imprint_core.providers.scripted import Chunk, Turn
 from imprint_core.types import Clock, Provider, ToolCall
 
 from ..conventions import workdir
@@ -59,11 +57,13 @@ def _turns(specs: list[TurnSpec] | None) -> list[Turn] | None:
 
 
 def build_provider(scn: Scenario, clock: Clock) -> Provider:
+    """A stub or local scenario's provider (a remote one replays its cassette: `replay_provider`)."""
     spec = scn.provider
     if isinstance(spec, StubProviderSpec):
-        counter = RegexTokenCounter() if spec.counter == "exact" else ByteEstimateCounter(spec.bytes_per_token)
-        return ScriptedProvider(_turns(spec.script), clock=clock, workers=_turns(spec.workers),
-                                final=_turns(spec.final), context_window=spec.context_window, counter=counter)
+        return core_providers.build_provider(core_providers.ScriptedSpec(
+            _turns(spec.script), workers=_turns(spec.workers), final=_turns(spec.final),
+            context_window=spec.context_window, counter=spec.counter,
+            bytes_per_token=spec.bytes_per_token), clock=clock)
     if spec.kind == "local":
         from ..live.model_folder import load_local_provider
         return load_local_provider(clock=clock, dtype=spec.dtype, context_window=spec.context_window,
@@ -94,68 +94,32 @@ def cassette_path(scn: Scenario) -> Path:
 
 def make_provider(scn: Scenario, clock: Clock, target: Target) -> RemoteProvider:
     """A remote scenario's provider against `target` (a live server while
-    recording, the cassette's URL and model while replaying)."""
-    from imprint_core.providers.remote import RemoteProvider
+    recording, the cassette's URL and model while replaying), with its
+    counting, from one call into the core. A scenario never reads the user's
+    calibration cache (a session learns from its own measurements only), and
+    its exact count comes from the model folder where it is built."""
     from ..live import recording
     spec = scn.provider
     assert isinstance(spec, RemoteProviderSpec)
-    on_chunk = None
-    if spec.chunk_delay and isinstance(clock, VirtualClock):
-        on_chunk = lambda n: clock.sleep(spec.chunk_delay)  # noqa: E731
-    tool_choice, extra_body = _tool_choice(spec.tool_choice), dict(spec.extra_body or {})
-    if spec.server == "transformers" and tool_choice is not None:
-        # transformers serve ignores the `tool_choice` field; the model folder's
-        # chat template reads it from the request's chat_template_kwargs instead.
-        kwargs = dict(extra_body.get("chat_template_kwargs") or {})
-        kwargs.setdefault("tool_choice", tool_choice)
-        extra_body["chat_template_kwargs"], tool_choice = kwargs, None
-    provider = RemoteProvider(target.base_url, target.model, clock=clock, stream=spec.stream,
-                              transport=recording.transport(), context_window=spec.context_window,
-                              counter=ByteEstimateCounter(spec.bytes_per_token), name=f"remote:{spec.server}",
-                              temperature=spec.temperature, tool_choice=tool_choice, on_chunk=on_chunk,
-                              extra_body=extra_body or None)
-    # A scenario never reads the user's calibration cache: a fresh store per
-    # run, so a session learns from its own measurements only.
-    provider.calibrated_counter = CalibratedCounter(CalibrationStore(None), provider.name, target.model,
-                                             spec.bytes_per_token)
-    provider.exact_counter = scenario_tokenizer(spec, provider, tool_choice, extra_body)
-    return provider
+    return core_providers.build_provider(core_providers.RemoteSpec(
+        target.base_url, target.model, spec.server, stream=spec.stream, context_window=spec.context_window,
+        bytes_per_token=spec.bytes_per_token, tool_choice=spec.tool_choice, temperature=spec.temperature,
+        chunk_delay=spec.chunk_delay, extra_body=dict(spec.extra_body or {}), tokenizer=spec.tokenizer,
+        model_folder=_model_folder(spec), transport=recording.transport(), calibration_path=None),
+        clock=clock)  # type: ignore[return-value]
 
 
-def scenario_tokenizer(spec: RemoteProviderSpec, provider: RemoteProvider, tool_choice, extra_body: dict):
-    """The exact counter of a remote scenario's server (`provider.exact_counter`),
-    set up here, before the research time budget starts; None where there is
-    none (the loop then falls back and traces it)."""
-    from imprint_core.errors import CountingUnavailable, ModelUnavailable
-    from imprint_core.providers import remote_tokens as rt
+def _model_folder(spec: RemoteProviderSpec) -> Path | None:
+    """The model folder a scenario's exact count comes from; None where it
+    needs none or there is none (the loop then falls back and traces it)."""
+    from imprint_core.errors import ModelUnavailable
     from ..live.model_folder import ensure_model_dir
     if spec.tokenizer == "none":
         return None
     try:
-        folder = ensure_model_dir()
+        return ensure_model_dir()
     except ModelUnavailable:
         return None
-    if spec.server == "transformers":
-        # transformers serve renders our model folder's template: render it here.
-        render, encode = rt.hf_template(str(folder), extra_body.get("chat_template_kwargs"))
-        return rt.TemplateTokenCounter("local-template/transformers", encode, render)
-    render = rt.chatml_function_calling(tool_choice)
-    if spec.tokenizer == "local":
-        # The GGUF's vocabulary is the model folder's tokenizer.json.
-        return rt.TemplateTokenCounter("local-template/chatml-function-calling",
-                                       rt.tokenizer_file_encoder(str(folder / "tokenizer.json")), render)
-    counter = rt.LlamaCppTokenize(provider.client, provider.base_url, provider.model, render)
-    try:
-        counter.probe()
-    except CountingUnavailable:
-        return None
-    return counter
-
-
-def _tool_choice(value: str | None):
-    if value is None or value in ("auto", "required", "none"):
-        return value
-    return {"type": "function", "function": {"name": value}}
 
 
 @contextlib.contextmanager

@@ -45,7 +45,7 @@ class ScenarioFailed(Exception):
 class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         from .runner import run_scenario
-        from .model import load_scenario
+        from .loading import load_scenario
         scn = load_scenario(self.path)
         trace = Path(self.config._tmp_path_factory.mktemp("scenario")) / f"{self.path.stem}.jsonl" \
             if hasattr(self.config, "_tmp_path_factory") else None

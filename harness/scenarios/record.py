@@ -11,7 +11,8 @@ from imprint_core.clock import MonotonicClock, VirtualClock
 from imprint_core.errors import UserInputError
 
 from ..live import recording
-from .model import RemoteProviderSpec, Scenario, parse_scenario
+from .loading import parse_scenario
+from .model import RemoteProviderSpec, Scenario
 from .providers import cassette_path, make_provider
 from .runner import run_scenario
 

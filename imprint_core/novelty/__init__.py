@@ -13,8 +13,9 @@ Where things live (start with rule.py):
   64-bit fingerprints.
 - neardup.py: sketches of whole results, for near-duplicate matching.
 - store.py: the bounded two-generation stores the tracker remembers with.
-- _fast_masks.py, _tally.py: speed-ups, quarantined; each gives the answer of
-  a plain definition elsewhere (tests/test_novelty_speed_invariants.py).
+- _fast_masks.py (over _mask_finders.py, where each mask could match),
+  _bulk_shingle_counts.py: speed-ups, quarantined; each gives the answer of a plain
+  definition elsewhere (tests/test_novelty_speed_invariants.py).
 
 Speed is measured by benchmarks/bench_novelty.py. Hot numpy code calls array
 methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those

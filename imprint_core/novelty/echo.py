@@ -113,7 +113,7 @@ class Echoes:
         """Flag the words of lines first_line..last_line that an echo touches; whether any was."""
         if self.pattern is None:
             return False
-        text, starts = _decoded(lines)
+        text, starts = lines.decoded
         w0 = int(lines.first[first_line])
         w1 = int(lines.first[last_line] + lines.size[last_line])
         lo, hi = int(lines.bounds[w0]) + 1, int(lines.bounds[w1])
@@ -126,19 +126,6 @@ class Echoes:
             flags[a:b + 1] = True
             found = True
         return found
-
-
-def _decoded(lines: Lines) -> tuple[str, np.ndarray | None]:
-    """The lines' text, and the byte offset of each character (None: ASCII, the same)."""
-    got = getattr(lines, "_decoded", None)
-    if got is None:
-        text = lines.data.decode()
-        starts = None
-        if len(text) != len(lines.data):
-            b = np.frombuffer(lines.data, np.uint8)
-            starts = np.append(((b & 0xC0) != 0x80).nonzero()[0], b.size)
-        got = lines._decoded = (text, starts)
-    return got
 
 
 def _bounded(v: str, left_of: str, right_of: str) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -133,6 +134,16 @@ class Lines:
     def word_at(self, pos: np.ndarray) -> np.ndarray:
         """The word that byte positions fall in (or the one before a separator)."""
         return self.bounds.searchsorted(pos, "left") - 1
+
+    @cached_property
+    def decoded(self) -> tuple[str, np.ndarray | None]:
+        """The lines' text, and the byte offset of each character (None:
+        ASCII, the same); decoded once for all the echo checks of a round."""
+        text = self.data.decode()
+        if len(text) == len(self.data):
+            return text, None
+        b = np.frombuffer(self.data, np.uint8)
+        return text, np.append(((b & 0xC0) != 0x80).nonzero()[0], b.size)
 
 
 @dataclass

@@ -28,9 +28,9 @@ very facts the research is after.
 
 MASKS is the definition: apply_masks_plain runs the entries of a profile's
 categories as `pattern.sub(repl, text)`, in the table's order. Each entry
-also names its finder in _fast_masks (or declares PLAIN_SUB), which
-apply_masks uses to get the same text without scanning every character with
-every regex.
+also names its finder in _mask_finders (or declares PLAIN_SUB), which
+apply_masks uses (through _fast_masks) to get the same text without
+scanning every character with every regex.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
-from . import _fast_masks as fast
+from . import _mask_finders as finders
+from ._fast_masks import FastMasks
 
 CATEGORIES: tuple[str, ...] = ("urls", "ids", "hashes", "addresses", "temp_paths", "timestamps", "scores",
                                "durations", "line_numbers", "gutters", "ocr_noise")
@@ -58,13 +59,13 @@ NORMALIZATIONS: tuple[str, ...] = ("none", "basic", *PROFILES)
 class Mask:
     pattern: re.Pattern[str]
     repl: str
-    finder: fast.Finder   # a _fast_masks finder written for this pattern, or fast.PLAIN_SUB
+    finder: finders.Finder   # a _mask_finders finder written for this pattern, or finders.PLAIN_SUB
     kept_groups: int = 0  # k > 0: repl is \1..\k + a literal, group 1 opens every match and
                           # groups 1..k follow one another and always take part
     category: str = "timestamps"  # one of CATEGORIES
 
     def __post_init__(self):
-        if not (callable(self.finder) or self.finder is fast.PLAIN_SUB):
+        if not (callable(self.finder) or self.finder is finders.PLAIN_SUB):
             raise TypeError(f"mask {self.pattern.pattern!r}: finder must be a finder or PLAIN_SUB")
         if self.category not in CATEGORIES:
             raise ValueError(f"mask {self.pattern.pattern!r}: unknown category {self.category!r}")
@@ -82,50 +83,53 @@ _AGO_UNIT = r"(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|
 _DURATION_UNIT = r"(?:ns|[μu]s|ms|secs?|seconds?|mins?|minutes?|hrs?|hours?|s|m|h)"
 _PATH_PART = r"[^\s/\\\"'<>|:*?]+"
 MASKS: tuple[Mask, ...] = (
-    Mask(re.compile(r"(https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*"), r"\1", fast.find_url, kept_groups=1, category="urls"),
-    Mask(re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<id>", fast.find_uuid,
+    Mask(re.compile(r"(https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*"), r"\1", finders.find_url, kept_groups=1,
+         category="urls"),
+    Mask(re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<id>", finders.find_uuid,
          category="ids"),
     # Not the digits of a decimal fraction ("score: 0.4279989206443445e-05").
-    Mask(re.compile(r"(?<!\d\.)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"), "<id>", fast.find_hex,
+    Mask(re.compile(r"(?<!\d\.)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"), "<id>", finders.find_hex,
          category="hashes"),
-    Mask(re.compile(r"\b0x[0-9a-f]{6,16}\b"), "<addr>", fast.find_address, category="addresses"),
+    Mask(re.compile(r"\b0x[0-9a-f]{6,16}\b"), "<addr>", finders.find_address, category="addresses"),
     # The directories of a temporary path; its last part (the file name) is kept.
     Mask(re.compile(r"(?<![\w.~/])(?:(?:/private)?/var/folders(?:/" + _PATH_PART + r"){2}/t|(?:/private)?(?:/var)?/tmp"
                     r"|/dev/shm|[a-z]:\\users\\" + _PATH_PART + r"\\appdata\\local\\temp)"
                     r"(?:[/\\]" + _PATH_PART + r")*?(?=[/\\]" + _PATH_PART + r"(?![/\\\w.-]))"),
-         "<tmp>", fast.find_temp_path, category="temp_paths"),
+         "<tmp>", finders.find_temp_path, category="temp_paths"),
     # A weekday opens RFC 2822 ("wed, 28 oct 2026 10:15:07 +0000"), ctime ("wed oct 28 10:15:07 2026")
     # and "wednesday, october 28" dates: masked whole, or the weekday would stay behind.
     Mask(re.compile(r"\b" + _WEEKDAY + r"\.?,?[ \t]+(?:" + _MONTH_NAME + r"[ \t]+\d{1,2}" + _ORD + r"|\d{1,2}" + _ORD
                     + r"[ \t]+" + _MONTH_NAME + r")(?:,?[ \t]+\d{4})?(?:,?[ \t]+" + _CLOCK + r"(?:[ \t]*" + _ZONE
-                    + r")?(?:[ \t]+\d{4})?)?\b"), "<date>", fast.find_weekday_date),
+                    + r")?(?:[ \t]+\d{4})?)?\b"), "<date>", finders.find_weekday_date),
     Mask(re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b"),
-         "<date>", fast.find_iso_date),
-    Mask(re.compile(r"\b\d{8}t\d{4}(?:\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?\b"), "<date>", fast.find_iso_basic),
+         "<date>", finders.find_iso_date),
+    Mask(re.compile(r"\b\d{8}t\d{4}(?:\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?\b"), "<date>", finders.find_iso_basic),
     # Unix time in seconds or milliseconds, 2001-09-09 to 2033-05-18 (ten or thirteen digits from 1).
-    Mask(re.compile(r"(?<!\d\.)\b1\d{9}(?:\d{3})?(?:\.\d+)?\b"), "<date>", fast.find_epoch),
-    Mask(re.compile(r"\b\d{4}/\d{1,2}/\d{1,2}\b"), "<date>", fast.find_ymd_slash),
-    Mask(re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b"), "<date>", fast.find_slash_date),
-    Mask(re.compile(r"\b\d{1,2}\.\d{1,2}\.\d{4}\b"), "<date>", fast.find_dotted_date),
-    Mask(re.compile(r"\b" + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"), "<date>", fast.find_month_day_year),
-    Mask(re.compile(r"\b\d{1,2} " + _MONTH + r",? \d{4}\b"), "<date>", fast.find_day_month_year),
+    Mask(re.compile(r"(?<!\d\.)\b1\d{9}(?:\d{3})?(?:\.\d+)?\b"), "<date>", finders.find_epoch),
+    Mask(re.compile(r"\b\d{4}/\d{1,2}/\d{1,2}\b"), "<date>", finders.find_ymd_slash),
+    Mask(re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b"), "<date>", finders.find_slash_date),
+    Mask(re.compile(r"\b\d{1,2}\.\d{1,2}\.\d{4}\b"), "<date>", finders.find_dotted_date),
+    Mask(re.compile(r"\b" + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"), "<date>", finders.find_month_day_year),
+    Mask(re.compile(r"\b\d{1,2} " + _MONTH + r",? \d{4}\b"), "<date>", finders.find_day_month_year),
     # syslog: "oct 28 10:15:07", "nov  3 09:01:00"
     Mask(re.compile(r"\b" + _MONTH_NAME + r" {1,2}\d{1,2} {1,2}\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<date>",
-         fast.find_syslog_date),
-    Mask(re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[ap]\.?m\.?)?(?:\+\d)?\b"), "<time>", fast.find_time),
-    Mask(re.compile(r"\b(?:\d+ ?|(?:" + "|".join(map(re.escape, fast.AGO_WORDS)) + r") )" + _AGO_UNIT + r" ago\b"),
+         finders.find_syslog_date),
+    Mask(re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[ap]\.?m\.?)?(?:\+\d)?\b"), "<time>",
+         finders.find_time),
+    Mask(re.compile(r"\b(?:\d+ ?|(?:" + "|".join(map(re.escape, finders.AGO_WORDS)) + r") )" + _AGO_UNIT + r" ago\b"),
          "<ago>",
-         fast.find_ago),
-    Mask(re.compile(r"\b(?:yesterday|today|tomorrow|just now)\b"), "<ago>", fast.find_relative_day),
+         finders.find_ago),
+    Mask(re.compile(r"\b(?:yesterday|today|tomorrow|just now)\b"), "<ago>", finders.find_relative_day),
     Mask(re.compile(r"\b(score|similarity|relevance|rank|ranking|distance|confidence|cosine)(\"?\s*[:=]\s*)"
-                    r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"), r"\1\2<n>", fast.find_score, kept_groups=2, category="scores"),
+                    r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"), r"\1\2<n>", finders.find_score, kept_groups=2,
+         category="scores"),
     # "1.23s", "120 ms", "0m1.234s" (bash time), "5 minutes"
     Mask(re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?: ?" + _DURATION_UNIT + r"|(?:ms|s|m|h)(?:\d+(?:\.\d+)?(?:ms|s|m|h))+)\b"),
-         "<dur>", fast.PLAIN_SUB, category="durations"),
-    Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|][ \t]?"), "", fast.find_line_number, category="line_numbers"),
-    Mask(re.compile(r"(?m)^[ \t]*\d+(?:\t|[ \t]*[→│])[ \t]?"), "", fast.find_gutter, category="gutters"),
+         "<dur>", finders.PLAIN_SUB, category="durations"),
+    Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|][ \t]?"), "", finders.find_line_number, category="line_numbers"),
+    Mask(re.compile(r"(?m)^[ \t]*\d+(?:\t|[ \t]*[→│])[ \t]?"), "", finders.find_gutter, category="gutters"),
     # Tokens of symbols only ("|", "~", "--", "•"), and single letters but "a" and "i".
-    Mask(re.compile(r"(?<![^\s\x00])(?:[^\w\s\x00<>]+|[^\W\d_ai])(?![^\s\x00])"), "", fast.PLAIN_SUB,
+    Mask(re.compile(r"(?<![^\s\x00])(?:[^\w\s\x00<>]+|[^\W\d_ai])(?![^\s\x00])"), "", finders.PLAIN_SUB,
          category="ocr_noise"),
 )
 # The units of a round are masked in one piece, joined by UNIT_SEP, which
@@ -141,7 +145,7 @@ def masks_of(profile: str) -> tuple[Mask, ...]:
     return tuple(m for m in MASKS if m.category in cats)
 
 
-_FAST = {name: fast.FastMasks(masks_of(name)) for name in PROFILES}
+_FAST = {name: FastMasks(masks_of(name)) for name in PROFILES}
 
 
 def apply_masks_plain(text: str, profile: str = "default") -> str:

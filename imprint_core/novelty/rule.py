@@ -37,7 +37,7 @@ ADR 0102 and research-loop.md ("Progress"), as this module applies them:
   a write round out.
 - Novelty is a heuristic: it decides when to stop, never what is true.
 
-The counting itself is done in bulk by _tally.py; judging results one by one
+The counting itself is done in bulk by _bulk_shingle_counts.py; judging results one by one
 (judge, then commit_round) gives the same verdicts as observe_round.
 tests/test_novelty_speed_invariants.py checks both against a plain tracker.
 """
@@ -51,7 +51,7 @@ import numpy as np
 import xxhash
 
 from . import neardup
-from ._tally import round_union, tally_round
+from ._bulk_shingle_counts import round_union, tally_round
 from .echo import Echoes, evidence_free
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
 from .normalization import NORMALIZATIONS, normalize, normalize_units

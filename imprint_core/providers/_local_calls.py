@@ -6,7 +6,7 @@
   schema, narrowed by `_strict`).
 - `parse_tool_calls`: the calls in a reply's raw text; never raises, an
   unfinished or malformed block becomes a ToolCall with `invalid_arguments`.
-- `_ReplyText`: incremental detokenization that holds back what may be the
+- `ReplyText`: incremental detokenization that holds back what may be the
   start of a call, so call markup never reaches the reply text.
 
 `local.py` (the provider) re-exports the public names.
@@ -141,7 +141,7 @@ def _one_call(body: str, call_id: str, *, complete: bool) -> ToolCall:
 
 
 # ---- the reply's visible text --------------------------------------------------------------
-class _ReplyText:
+class ReplyText:
     """Incremental detokenization. With tools offered, text that may be the
     start of a call (`<tool_call>`, or the newline before it) is held back
     until it is known not to be; call markup never reaches the reply text."""

@@ -5,9 +5,9 @@ request; its docstring lists the fault kinds and what they promise):
 
 - `parse_usage`, `parse_retry_after`, `tool_call_from`: wire fields into
   `Usage`, seconds and `ToolCall`.
-- `_ResponseReader`, the half of `RemoteProvider` that reads: the HTTP
-  status and transport failures as typed `ProviderError`s, a whole JSON
-  body, and server-sent events (event framing, `[DONE]`, tool-call deltas
+- `ResponseReader`, the component `RemoteProvider` reads a response with:
+  the HTTP status and transport failures as typed `ProviderError`s, a
+  whole JSON body, and server-sent events (event framing, `[DONE]`, tool-call deltas
   assembled by index or id, the completeness rule for a stream).
 """
 from __future__ import annotations
@@ -142,22 +142,23 @@ def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
         yield from parts
 
 
-class _ResponseReader:
-    """Reads a response for `RemoteProvider`, which supplies `clock`, `wall`,
-    `on_chunk`, `request_timeout` and `_error` (a ProviderError with the API
-    key scrubbed from its message).
+class ResponseReader:
+    """Reads one response for `RemoteProvider`, given what it needs: the
+    loop's `clock`, the `wall` clock httpx's timeouts run on, the stream
+    callback `on_chunk`, the provider's `request_timeout` (for messages) and
+    `error`, which builds a ProviderError with the API key scrubbed from its
+    message.
 
     The whole request, not each read, has the time limit (research-loop.md,
     "Time": a timeout no later than the deadline): the body is read chunk by
-    chunk as it arrives, and `limit_at` (on the `wall` clock, the one httpx's
-    timeouts run on) and the deadline (on `clock`) are checked on every
-    chunk, so a server trickling bytes cannot hold a request past them."""
+    chunk as it arrives, and `limit_at` (on the `wall` clock) and the
+    deadline (on `clock`) are checked on every chunk, so a server trickling
+    bytes cannot hold a request past them."""
 
-    clock: Clock
-    wall: Callable[[], float]
-    on_chunk: Callable[[int], None] | None
-    request_timeout: float
-    _error: Callable[..., ProviderError]
+    def __init__(self, *, clock: Clock, wall: Callable[[], float], on_chunk: Callable[[int], None] | None,
+                 request_timeout: float, error: Callable[..., ProviderError]):
+        self.clock, self.wall, self.on_chunk = clock, wall, on_chunk
+        self.request_timeout, self._error = request_timeout, error
 
     def _chunks(self, response: httpx.Response, limit_at: float, request: ModelRequest | None = None,
                 deadline: float | None = None) -> Iterator[bytes]:
@@ -172,13 +173,13 @@ class _ResponseReader:
             yield chunk
 
     # -- faults ---------------------------------------------------------------------------
-    def _timeout_error(self, exc: Exception, timeout: httpx.Timeout, bounded: bool, *, processed: bool
+    def timeout_error(self, exc: Exception, timeout: httpx.Timeout, bounded: bool, *, processed: bool
                        ) -> ProviderError:
         which = "the research deadline" if bounded else f"the request timeout of {self.request_timeout:g} s"
         return self._error("timeout", f"{type(exc).__name__} after {timeout.read:.3g} s (bounded by {which})",
                            processed=processed, retryable=not bounded)
 
-    def _status_error(self, response: httpx.Response) -> ProviderError:
+    def status_error(self, response: httpx.Response) -> ProviderError:
         status = response.status_code
         try:
             detail = response.read().decode("utf-8", errors="replace")
@@ -207,12 +208,12 @@ class _ResponseReader:
         return self._error("http_status", text, processed=True, retryable=False, status=status)
 
     # -- non-streaming ---------------------------------------------------------------------
-    def _read_body(self, response: httpx.Response, timeout: httpx.Timeout, bounded: bool, limit_at: float,
+    def read_body(self, response: httpx.Response, timeout: httpx.Timeout, bounded: bool, limit_at: float,
                    deadline: float) -> Iterator[ProviderEvent]:
         try:
             raw = b"".join(self._chunks(response, limit_at, deadline=deadline))
         except httpx.TimeoutException as exc:
-            raise self._timeout_error(exc, timeout, bounded, processed=True) from exc
+            raise self.timeout_error(exc, timeout, bounded, processed=True) from exc
         except httpx.TransportError as exc:
             raise self._error("connection", f"connection lost while reading the response: "
                                             f"{type(exc).__name__}: {exc}", processed=True, retryable=True) from exc
@@ -255,7 +256,7 @@ class _ResponseReader:
                               processed=True)
 
     # -- streaming -------------------------------------------------------------------------
-    def _read_stream(self, response: httpx.Response, request: ModelRequest, timeout: httpx.Timeout,
+    def read_stream(self, response: httpx.Response, request: ModelRequest, timeout: httpx.Timeout,
                      bounded: bool, limit_at: float) -> Iterator[ProviderEvent]:
         state = _StreamState()
         data_lines: list[str] = []
@@ -279,7 +280,7 @@ class _ResponseReader:
                 if data_lines and not state.done_marker:
                     yield from self._dispatch("\n".join(data_lines), state, request)
             except httpx.TimeoutException as exc:
-                raise self._timeout_error(exc, timeout, bounded, processed=True) from exc
+                raise self.timeout_error(exc, timeout, bounded, processed=True) from exc
             except httpx.TransportError as exc:
                 raise self._error("connection", f"connection lost mid-stream after {state.events} event(s): "
                                                 f"{type(exc).__name__}: {exc}", processed=True,

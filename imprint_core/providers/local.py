@@ -36,11 +36,12 @@ What it promises, and how:
   left unfinished (output limit) becomes a ToolCall with `invalid_arguments`,
   which the executor turns into an error result.
 
-What lives where: this module is the provider (loading, the prefix cache,
-the decode loop, usage); `_local_calls.py` holds the tool-call grammar,
+What lives where: this module is the provider (loading, prefill and the
+decode loop, usage); `_local_calls.py` holds the tool-call grammar,
 parsing calls out of reply text and the reply-text watcher;
-`_local_model.py` the tokenizer counter, the attention implementation and
-the prefix-cache record. Their public names are importable from here too.
+`local_tokenizer.py` the tokenizer counter, `local_attention.py` the
+attention implementation and `local_kv_cache.py` the per-context prefix
+cache. Their public names are importable from here too.
 
 torch, transformers and llguidance are imported when a provider is built,
 never when `imprint_core` is imported.
@@ -54,23 +55,22 @@ import os
 import sys
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
-from ..counting import common_prefix_len
 from ..errors import ModelUnavailable, ProviderError
-from ..types import (Clock, Done, ModelRequest, ProviderEvent, TextDelta, ToolCallEvent, ToolSpec, Usage,
-                     UsageEvent)
-from ._local_calls import (NUMBER_BOUND, NUMBER_STEP, SAFE_INTEGER, TOOL_CLOSE, TOOL_OPEN, ToolChoice, _ReplyText,
+from ..types import (Clock, CountingModes, Done, ModelRequest, ProviderEvent, TextDelta, ToolCallEvent, ToolSpec,
+                     Usage, UsageEvent)
+from ._local_calls import (NUMBER_BOUND, NUMBER_STEP, SAFE_INTEGER, TOOL_CLOSE, TOOL_OPEN, ReplyText, ToolChoice,
                            parse_tool_calls, tool_call_grammar)
-from ._local_model import (ATTENTION, TokenizerCounter, _attention_implementation, _Context, _HiddenLog, kv_cache,
-                           message_dict, tool_dict)
+from .local_attention import ATTENTION, attention_implementation
+from .local_kv_cache import ContextCache, PrefixCaches, kv_cache
+from .local_tokenizer import TokenizerCounter
 
 __all__ = ["ATTENTION", "DEFAULT_DTYPE", "Dtype", "LocalProvider", "LocalRequestStats", "NUMBER_BOUND",
            "NUMBER_STEP", "SAFE_INTEGER", "TOOL_CLOSE", "TOOL_OPEN", "TokenizerCounter", "ToolChoice",
-           "message_dict", "parse_tool_calls", "tool_call_grammar", "tool_dict"]
+           "parse_tool_calls", "tool_call_grammar"]
 
 Dtype = Literal["auto", "bfloat16", "float32"]
 
@@ -132,6 +132,8 @@ class LocalProvider:
     setup: build the provider before the research time budget starts."""
 
     name = "local"
+    # Counts with its own tokenizer, exactly: `chat.token_counting` does not apply.
+    counting_modes: CountingModes | None = None
 
     def __init__(self, model_path: str | Path, *, clock: Clock, dtype: Dtype = DEFAULT_DTYPE,
                  context_window: int | None = None, tool_choice: ToolChoice = "auto", max_tool_calls: int = 1,
@@ -169,7 +171,7 @@ class LocalProvider:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(
                 self.model_path, dtype=getattr(torch, dtype), local_files_only=True,
-                attn_implementation=_attention_implementation(torch))
+                attn_implementation=attention_implementation(torch))
         except (OSError, ValueError) as exc:
             # local_files_only: never the hub, whatever the process environment says.
             raise ModelUnavailable(f"the local model folder {self.model_path} could not be loaded ({exc})",
@@ -187,9 +189,7 @@ class LocalProvider:
         self._cache_kw = "cache" if "cache" in inspect.signature(self.model.model.forward).parameters \
             else "past_key_values"
         self._model_lock = threading.Lock()
-        self._contexts: OrderedDict[str, _Context] = OrderedDict()
-        self._contexts_lock = threading.Lock()
-        self.max_cached_contexts = max_cached_contexts
+        self.prefix_caches = PrefixCaches(max_cached_contexts)
         # The constrained-decoding tokenizer is setup too: built here, before
         # the research time budget starts, not inside the first request.
         import llguidance
@@ -206,27 +206,10 @@ class LocalProvider:
         Call it when a new run starts with a new ledger: the ledger knows
         nothing of an earlier run, so a cache kept from one would make the
         provider prefill less than the new ledger charges."""
-        with self._contexts_lock:
-            if context_id is None:
-                self._contexts.clear()
-            else:
-                self._contexts.pop(context_id, None)
+        self.prefix_caches.forget(context_id)
 
     def cached_ids(self, context_id: str) -> tuple[int, ...]:
-        with self._contexts_lock:
-            ctx = self._contexts.get(context_id)
-            return tuple(ctx.ids) if ctx else ()
-
-    def _take(self, context_id: str) -> _Context:
-        with self._contexts_lock:
-            return self._contexts.pop(context_id, None) or _Context()
-
-    def _put(self, context_id: str, ctx: _Context) -> None:
-        with self._contexts_lock:
-            self._contexts[context_id] = ctx
-            self._contexts.move_to_end(context_id)
-            while len(self._contexts) > max(self.max_cached_contexts, 1):
-                self._contexts.popitem(last=False)
+        return self.prefix_caches.cached_ids(context_id)
 
     # -- model calls ----------------------------------------------------------------------------
     def _forward(self, cache: Any, ids: Sequence[int]) -> Any:
@@ -240,23 +223,10 @@ class LocalProvider:
         with self._torch.inference_mode():
             return self.model.lm_head(hidden_row)[-1].float()
 
-    def _prefill(self, ctx: _Context, prompt: list[int]) -> tuple[Any, int, int]:
+    def _prefill(self, ctx: ContextCache, prompt: list[int]) -> tuple[Any, int, int]:
         """Bring ctx's KV cache to cover `prompt`; return the next-token
         logits, the reused prefix length and the number of ids fed."""
-        reuse = common_prefix_len(ctx.ids, prompt) if ctx.cache is not None else 0
-        if reuse == 0:
-            ctx.cache, ctx.hidden, ctx.kv_len = kv_cache(self._torch, self.config), _HiddenLog(), 0
-        if reuse <= ctx.kv_len:
-            if ctx.kv_len > reuse:
-                ctx.cache.crop(-(ctx.kv_len - reuse))
-                ctx.hidden.truncate(reuse)
-                ctx.kv_len = reuse
-            feed = prompt[reuse:]
-        else:
-            # The context's last generated token has no KV entry yet; it is
-            # part of the reused prefix and is fed first.
-            feed = prompt[ctx.kv_len:]
-        ctx.ids = list(prompt)
+        reuse, feed = ctx.reuse(prompt, lambda: kv_cache(self._torch, self.config))
         if feed:
             hidden = self._forward(ctx.cache, feed)
             ctx.hidden.append(hidden)
@@ -318,8 +288,8 @@ class LocalProvider:
     def _generate(self, request: ModelRequest, prompt: list[int], limit: int, matcher: Any,
                   bitmask: Any) -> Iterator[ProviderEvent]:
         clock = self.clock
-        ctx = self._take(request.context_id)
-        text = _ReplyText(self.tokenizer, self.stop_ids, watch_calls=matcher is not None)
+        ctx = self.prefix_caches.take(request.context_id)
+        text = ReplyText(self.tokenizer, self.stop_ids, watch_calls=matcher is not None)
         generated: list[int] = []
         stats = LocalRequestStats(request.context_id, len(prompt), 0, 0, 0, deadline=request.deadline)
         keep = False
@@ -407,7 +377,7 @@ class LocalProvider:
             if stats.stopped_at is None:
                 stats.stopped_at = clock.now()
             if keep:
-                self._put(request.context_id, ctx)
+                self.prefix_caches.put(request.context_id, ctx)
 
 
 def _as_list(value: Any) -> list[int]:

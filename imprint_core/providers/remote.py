@@ -63,6 +63,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -71,25 +72,18 @@ import httpx
 from ..counting import ByteEstimateCounter
 from ..errors import ProviderError, UserInputError
 from .openai_format import openai_message, openai_tool
-from ..types import Clock, Message, ModelRequest, ProviderEvent, TokenCounter
-from ._openai_stream import _ResponseReader, parse_retry_after, parse_usage, tool_call_from
+from ..types import CalibratedTokenCounter, Clock, CountingModes, ModelRequest, ProviderEvent, TokenCounter
+from ._openai_stream import ResponseReader, parse_retry_after, parse_usage, tool_call_from
 
-__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "RemoteProvider", "message_to_openai", "parse_retry_after",
-           "parse_usage", "tool_call_from", "tool_to_openai", "validate_base_url"]
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "MODEL_ENV", "RemoteProvider", "parse_retry_after", "parse_usage",
+           "tool_call_from", "validate_base_url"]
 
 API_KEY_ENV = "IMPRINT_REMOTE_API_KEY"
 BASE_URL_ENV = "IMPRINT_REMOTE_BASE_URL"
 MODEL_ENV = "IMPRINT_REMOTE_MODEL"
 
 
-def message_to_openai(m: Message) -> dict[str, Any]:
-    """One message in the chat-completions wire format."""
-    return openai_message(m, json_arguments=True)
-
-
-tool_to_openai = openai_tool
-
-class RemoteProvider(_ResponseReader):
+class RemoteProvider:
     """An OpenAI-compatible chat-completions endpoint.
 
     `base_url` is the API root (for example `http://127.0.0.1:8000/v1`);
@@ -106,7 +100,8 @@ class RemoteProvider(_ResponseReader):
                  request_timeout: float = 120.0, connect_timeout: float = 10.0, name: str = "remote",
                  temperature: float | None = None, tool_choice: str | dict | None = None,
                  extra_body: dict[str, Any] | None = None, on_chunk: Callable[[int], None] | None = None,
-                 exact_counter: TokenCounter | None = None, calibrated_counter: TokenCounter | None = None):
+                 exact_counter: TokenCounter | None = None,
+                 calibrated_counter: CalibratedTokenCounter | None = None):
         self.base_url = validate_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise UserInputError("a remote provider needs a model name", key="model", expected="a non-empty string")
@@ -122,9 +117,10 @@ class RemoteProvider(_ResponseReader):
         self.name = name
         self.context_window = int(context_window)
         self.counter = counter or ByteEstimateCounter()
-        # The other counting modes (issue 14; `counting.select_counting`): an
-        # exact counter of the server's template and tokenizer, a calibrated one.
-        self.exact_counter, self.calibrated_counter = exact_counter, calibrated_counter
+        # The other counting modes (`counting.select_counting`): an exact
+        # counter of the server's template and tokenizer, a calibrated one.
+        # OpenAI-compatible servers report usage: the ledger reconciles with it.
+        self.counting_modes = CountingModes(exact_counter, calibrated_counter, reports_usage=True)
         self.request_timeout = float(request_timeout)
         self.connect_timeout = float(connect_timeout)
         self.temperature = temperature
@@ -151,14 +147,12 @@ class RemoteProvider(_ResponseReader):
             raise UserInputError(f"no model: set {MODEL_ENV} or the setting", key="model",
                                  expected="the model name the server serves")
         provider = cls(base_url, model, clock=clock, **kwargs)
-        if provider.calibrated_counter is None:
+        if provider.counting_modes.calibrated is None:
             # The calibrated estimate learns across sessions in the user cache.
             from ..calibration import CalibratedCounter, CalibrationStore, default_calibration_path
-            provider.calibrated_counter = CalibratedCounter(CalibrationStore(default_calibration_path()), provider.name,
-                                                     provider.model)
+            provider.counting_modes = replace(provider.counting_modes, calibrated=CalibratedCounter(
+                CalibrationStore(default_calibration_path()), provider.name, provider.model))
         return provider
-
-    reports_usage = True  # OpenAI-compatible servers report usage: the ledger reconciles with it
 
     # -- plumbing ---------------------------------------------------------------------
     @property
@@ -207,13 +201,13 @@ class RemoteProvider(_ResponseReader):
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON request body (no secrets in it)."""
         body: dict[str, Any] = {"model": self.model,
-                                "messages": [message_to_openai(m) for m in request.messages],
+                                "messages": [openai_message(m, json_arguments=True) for m in request.messages],
                                 "max_tokens": request.max_output_tokens,
                                 "stream": self.stream}
         if self.stream:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
-            body["tools"] = [tool_to_openai(t) for t in request.tools]
+            body["tools"] = [openai_tool(t) for t in request.tools]
             if self.tool_choice is not None:
                 body["tool_choice"] = self.tool_choice
         if self.temperature is not None:
@@ -247,12 +241,15 @@ class RemoteProvider(_ResponseReader):
         content = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
         http_request = self._client.build_request("POST", self.url, content=content, headers=self.headers(),
                                                   timeout=timeout)
+        # Built per request: a test or a replay may set `wall`, `clock` or `on_chunk` between requests.
+        reader = ResponseReader(clock=self.clock, wall=self.wall, on_chunk=self.on_chunk,
+                                request_timeout=self.request_timeout, error=self._error)
         limit_at = self.wall() + (timeout.read or 0.0)   # the whole request's, checked on every chunk
         try:
             response = self._client.send(http_request, stream=True)
         except httpx.TimeoutException as exc:
             nothing_sent = isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
-            raise self._timeout_error(exc, timeout, bounded, processed=not nothing_sent) from exc
+            raise reader.timeout_error(exc, timeout, bounded, processed=not nothing_sent) from exc
         except httpx.ConnectError as exc:
             raise self._error("connection", f"cannot connect to {self.base_url}: {exc}", processed=False,
                               retryable=True) from exc
@@ -261,11 +258,11 @@ class RemoteProvider(_ResponseReader):
                                             f"{type(exc).__name__}: {exc}", processed=True, retryable=True) from exc
         try:
             if not 200 <= response.status_code < 300:
-                raise self._status_error(response)
+                raise reader.status_error(response)
             if self.stream:
-                yield from self._read_stream(response, request, timeout, bounded, limit_at)
+                yield from reader.read_stream(response, request, timeout, bounded, limit_at)
             else:
-                yield from self._read_body(response, timeout, bounded, limit_at, request.deadline)
+                yield from reader.read_body(response, timeout, bounded, limit_at, request.deadline)
         finally:
             response.close()
 

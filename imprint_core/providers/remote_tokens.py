@@ -29,7 +29,7 @@ import json
 from typing import Any, Callable, Sequence
 
 from ..errors import CountingUnavailable
-from ..types import Message, ToolSpec
+from ..types import Message, TokenCounter, ToolSpec
 from .openai_format import openai_message, openai_tool
 
 Render = Callable[[list[dict[str, Any]], list[dict[str, Any]]], str]
@@ -129,7 +129,7 @@ def tokenizer_file_encoder(path: str) -> Encode:
     return lambda text: tok.encode(text, add_special_tokens=False).ids
 
 
-class TemplateTokenCounter:
+class TemplateTokenCounter(TokenCounter):
     """A remote request counted as the server renders and tokenizes it.
     `render` is None for a server that renders itself (`encode_messages`)."""
     exact = True

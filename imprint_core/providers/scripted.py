@@ -10,8 +10,8 @@ from typing import Any, Callable, Iterator, Sequence, Union
 
 from ..counting import ByteEstimateCounter, RegexTokenCounter
 from ..errors import ProviderError, ScriptExhausted
-from ..types import (Clock, Done, Message, ModelRequest, ProviderEvent, TextDelta, TokenCounter, ToolCall,
-                     ToolCallEvent, Usage, UsageEvent)
+from ..types import (Clock, CountingModes, Done, Message, ModelRequest, ProviderEvent, TextDelta, TokenCounter,
+                     ToolCall, ToolCallEvent, Usage, UsageEvent)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class ScriptedProvider:
     `(request, index) -> Turn | str`. Worker and final requests without a
     script get a deterministic default reply; coordinator requests never do:
     running out raises ScriptExhausted naming the turn."""
+
+    # Counts for itself (the counter it is given): `chat.token_counting` does not apply.
+    counting_modes: CountingModes | None = None
 
     def __init__(self, turns: TurnSource, *, clock: Clock, workers: TurnSource = None, final: TurnSource = None,
                  context_window: int = 8192, counter: TokenCounter | None = None, name: str = "stub",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from imprint_core import (CancelToken, EventLog, Message, ResearchLoop, ScriptedProvider, TimeBudget, TokenLedger,
-                          ToolSpec, Usage, VirtualClock)
+from imprint_core import (CancelToken, CountingModes, EventLog, Message, ResearchLoop, ScriptedProvider, TimeBudget,
+                          TokenCounter, TokenLedger, ToolSpec, Usage, VirtualClock)
 from imprint_core.counting import Counting
 from imprint_core.errors import CountingUnavailable
 from imprint_core.providers.scripted import Turn
@@ -22,7 +22,7 @@ MSGS = [Message("system", "be brief"), Message("user", "what is known about the 
 TOOLS = [ToolSpec("search", "find pages", kind="read")]
 
 
-class WordCounter:
+class WordCounter(TokenCounter):
     """Units: `per_word` ids per word of the messages and tool names; a
     counter that `fails` raises CountingUnavailable naming itself."""
 
@@ -182,9 +182,7 @@ def remote_like_provider() -> ScriptedProvider:
     tokenizer nor a calibration, and reports usage."""
     clock = VirtualClock()
     p = ScriptedProvider(["The tower is 330 m tall."], clock=clock, final=["It is 330 m tall."])
-    p.exact_counter = None
-    p.calibrated_counter = None
-    p.reports_usage = True
+    p.counting_modes = CountingModes(reports_usage=True)
     return p
 
 

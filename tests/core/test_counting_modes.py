@@ -9,12 +9,14 @@ under what it saw, template counters that miss the tool preamble."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
-from imprint_core import (ByteEstimateCounter, EventLog, Message, TokenLedger, ToolSpec, Usage, VirtualClock)
+from imprint_core import (ByteEstimateCounter, CountingModes, EventLog, Message, TokenLedger, ToolSpec, Usage,
+                          VirtualClock)
 from imprint_core.calibration import CalibratedCounter, CalibrationStore, fit_envelope
 from imprint_core.counting import COUNTING_MODES, Counting, count_prompt, select_counting
 from imprint_core.errors import CountingUnavailable
@@ -41,11 +43,10 @@ def template_counter() -> TemplateTokenCounter:
 # ---- mode selection ------------------------------------------------------------------------------------
 class FakeRemote:
     name = "remote:test"
-    reports_usage = True
 
     def __init__(self, tokenizer=None, calibration=None):
         self.counter = ByteEstimateCounter()
-        self.exact_counter, self.calibrated_counter = tokenizer, calibration
+        self.counting_modes = CountingModes(tokenizer, calibration, reports_usage=True)
 
 
 def calibrated(points=()) -> CalibratedCounter:
@@ -167,9 +168,10 @@ def test_a_failed_tokenize_call_falls_back_to_the_byte_estimate_with_a_trace_eve
         return _chat_reply({"prompt_tokens": 61, "completion_tokens": 3})
 
     p = _remote(handler)
-    p.exact_counter = LlamaCppTokenize(p.client, p.base_url, p.model, chatml_function_calling(None))
+    tokenizer = LlamaCppTokenize(p.client, p.base_url, p.model, chatml_function_calling(None))
+    p.counting_modes = replace(p.counting_modes, tokenizer=tokenizer)
     with pytest.raises(CountingUnavailable):
-        p.exact_counter.probe()
+        tokenizer.probe()
     from imprint_core import ResearchLoop
     from imprint_core.trace import TraceWriter
     trace = TraceWriter(None, p.clock)
@@ -259,7 +261,7 @@ def test_the_caller_learns_from_usage_and_counts_the_next_request_calibrated():
         return _chat_reply({"prompt_tokens": 600, "completion_tokens": 3})
 
     p = _remote(handler)
-    p.calibrated_counter = calibrated()
+    p.counting_modes = replace(p.counting_modes, calibrated=calibrated())
     from imprint_core import ResearchLoop
     from imprint_core.trace import TraceWriter
     trace = TraceWriter(None, p.clock)
@@ -271,7 +273,8 @@ def test_the_caller_learns_from_usage_and_counts_the_next_request_calibrated():
     first, second = result.records
     assert first.counter == "utf8-bytes/3" and second.counter == "calibrated/3"
     assert second.estimated_prompt >= 500  # learned from the first: a longer prompt is not counted below it
-    assert p.calibrated_counter.store.points(p.calibrated_counter.key)[-1][2] == 600
+    fitted = p.counting_modes.calibrated
+    assert fitted.store.points(fitted.key)[-1][2] == 600
     start = next(e for e in log.events if e.TYPE == "run_start")
     assert start.counting["mode"] == "calibrated" and start.counter == "calibrated/3"
 
@@ -319,7 +322,7 @@ def test_a_recorded_session_that_asked_the_server_replays_its_tokenize_calls():
     recording; its replay answers those calls from the cassette (a provider
     built outside the cassette would find no server and fall back), and the
     server's count is its measured prompt on every request."""
-    from harness.scenarios.model import load_scenario
+    from harness.scenarios import load_scenario
     from harness.scenarios.runner import run_scenario
     run = run_scenario(load_scenario(REPO / "scenarios" / "56-remote-llamacpp-reserve-policy.yaml"))
     assert run.passed, (run.error, run.failures)

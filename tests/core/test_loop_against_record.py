@@ -123,6 +123,7 @@ class DeadlineDeaf:
     per-event check is all that stops its stream."""
     name = "deaf"
     context_window = 100_000
+    counting_modes = None
 
     def __init__(self, clock):
         from imprint_core import RegexTokenCounter

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.realruns.rounds import read_round_log
-from harness.scenarios.model import load_scenario
+from harness.realruns.roundlogs import read_round_log
+from harness.scenarios import load_scenario
 from imprint_core.errors import UserInputError
 
 GOOD = textwrap.dedent("""\

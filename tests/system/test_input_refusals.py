@@ -110,7 +110,7 @@ def test_yaml_nested_100000_deep_is_an_input_error(tmp_path, capsys):
 
 
 def test_a_round_log_line_nested_too_deeply_names_its_line(tmp_path):
-    from harness.realruns.rounds import read_round_log
+    from harness.realruns.roundlogs import read_round_log
     f = tmp_path / "log.jsonl"
     f.write_text('{"format": "imprint-rounds/1", "type": "header"}\n' + "[" * DEEP + "]" * DEEP + "\n")
     with pytest.raises(UserInputError) as info:

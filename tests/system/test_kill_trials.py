@@ -18,7 +18,7 @@ import pytest
 
 from harness.cli import main, regress as regress_cli
 from harness.realruns.labels import parse_labels
-from harness.realruns.rounds import read_round_log
+from harness.realruns.roundlogs import read_round_log
 from imprint_core.events import RunEnd
 from imprint_core.trace import read_trace
 

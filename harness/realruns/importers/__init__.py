@@ -4,8 +4,9 @@ Formats (`FORMATS`): `inspect` (inspect_ai eval logs), `otel` (OTLP JSON
 traces, GenAI conventions or OpenInference), `mini-swe-agent`,
 `who-and-when` (Magentic-One and AG2), `tau-bench`, and the generic
 `openai-chat` message list. The mapping's decisions live where they are
-applied, one documented constant or function each: what a call is and what
-its result counts as in `kinds` (and a corpus's overrides in `toolkinds`);
+applied, one documented constant or function each: what a call is in
+`callkinds` (a shell command line cut by `shellsyntax`; a corpus's
+overrides in `toolkinds`), what its result counts as in `resultstatus`;
 what a round is in each format's module (`chat`, `inspect`, `otel`,
 `minisweagent`, `whoandwhen`).
 
@@ -16,6 +17,6 @@ what a round is in each format's module (`chat`, `inspect`, `otel`,
 `imprint import` (harness/cli/import_runs.py) is the command around them.
 """
 from .convert import detect_format, import_file, import_paths, render_round_log
-from .source import FORMATS
+from .rawfiles import FORMATS
 
 __all__ = ["FORMATS", "detect_format", "import_file", "import_paths", "render_round_log"]

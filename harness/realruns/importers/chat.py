@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..rounds import Round, RoundCall, RoundLog
+from ..roundlogs import Round, RoundCall, RoundLog
 
-from .kinds import ERROR, classify_tool, text_status
-from .source import Source, output_stem
+from .callkinds import classify_tool
+from .rawfiles import Source, output_stem
+from .resultstatus import ERROR, text_status
 
 CHAT_ROLES = "system, developer, user, assistant, tool or function"
 

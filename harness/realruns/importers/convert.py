@@ -10,16 +10,18 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..rounds import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog
+from ..roundlogs import KINDS, ROUNDS_FORMAT, STATUSES, RoundLog
 
 from imprint_core.errors import UserInputError
 from imprint_core.files import write_files
+
+from ...conventions import expand_paths
 
 from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
 from .minisweagent import import_mini_swe_agent
 from .otel import import_otel
-from .source import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
+from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
     raw_suffix
 from .whoandwhen import import_who_and_when
 
@@ -40,7 +42,7 @@ Progress = Callable[[int, int, str], None]
 def detect(data: Any) -> str | None:
     """The format of parsed data, by shape (None: none of them):
 
-    - a zip archive (`source.Archive`), or an object with an `eval` object and
+    - a zip archive (`rawfiles.Archive`), or an object with an `eval` object and
       `samples`, `status` or `version`: inspect (an inspect_ai log);
     - an object with `resourceSpans`, or a list of them (JSON lines): otel (OTLP JSON);
     - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
@@ -74,7 +76,8 @@ def detect(data: Any) -> str | None:
     return None
 
 
-def _describe(data: Any) -> str:
+def describe_shape(data: Any) -> str:
+    """What parsed data looks like, for a message saying it is no known format."""
     if isinstance(data, Archive):
         return "a zip archive"
     if isinstance(data, dict):
@@ -98,7 +101,7 @@ def _check_format(fmt: str | None) -> None:
 def _detect_or_fail(data: Any, path: str | Path) -> str:
     fmt = detect(data)
     if fmt is None:
-        Source(path).fail(f"not a known trajectory format: {_describe(data)}", line=1, key="(top level)")
+        Source(path).fail(f"not a known trajectory format: {describe_shape(data)}", line=1, key="(top level)")
     return fmt
 
 
@@ -115,7 +118,7 @@ def import_file(path: str | Path, fmt: str | None = None) -> list[RoundLog]:
 
 
 def render_round_log(log: RoundLog) -> str:
-    """The `imprint-rounds/1` text of a log (what `harness.realruns.rounds.read_round_log` reads)."""
+    """The `imprint-rounds/1` text of a log (what `harness.realruns.roundlogs.read_round_log` reads)."""
     lines = [json.dumps({"format": ROUNDS_FORMAT, "source": log.source, "labels": log.labels}, ensure_ascii=False)]
     for n, rnd in enumerate(log.rounds, start=1):
         calls = []
@@ -133,19 +136,8 @@ def render_round_log(log: RoundLog) -> str:
 def raw_files(paths: Iterable[str | Path]) -> list[tuple[Path, Path]]:
     """(file, path relative to what was named) for every file to import: a
     named file itself; in a named folder, every file below it ending in one
-    of `FOLDER_SUFFIXES` (hidden files and folders skipped), sorted."""
-    out: list[tuple[Path, Path]] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = [f for f in p.rglob("*") if f.is_file() and raw_suffix(f.name, FOLDER_SUFFIXES)
-                     and not any(part.startswith(".") for part in f.relative_to(p).parts)]
-            out.extend((f, f.relative_to(p)) for f in sorted(found))
-        elif p.is_file():
-            out.append((p, Path(p.name)))
-        else:
-            raise UserInputError("no such file or directory", file=str(p))
-    return out
+    of `FOLDER_SUFFIXES` (hidden files and folders skipped), in `natural_order`."""
+    return [(f.path, f.relative) for f in expand_paths(paths, lambda name: bool(raw_suffix(name, FOLDER_SUFFIXES)))]
 
 
 def output_paths(rel: Path, fmt: str, logs: list[RoundLog]) -> list[Path]:

@@ -13,13 +13,13 @@ in the chat importer. Assistant messages with text only and user turns are
 not rounds; the rounds a user message preceded are listed in the label
 `user_turn_before_round`.
 
-- Kind: the tool's name and arguments by `kinds.classify_tool`, or the
+- Kind: the tool's name and arguments by `callkinds.classify_tool`, or the
   corpus's `tool-kinds.yaml` (`toolkinds`).
 - Status: `error` when the tool message carries inspect_ai's `error`
   (`ToolCallError`: a `ToolError` raised, a timeout, a permission denied...),
   or the call had a `parse_error` (the model wrote arguments that do not
   parse), or it has no result and the sample went on; otherwise
-  `kinds.text_status` of the result text. A call the sample ends on with no
+  `resultstatus.text_status` of the result text. A call the sample ends on with no
   result never ran and is left out.
 - Result: the tool message's text (its text parts joined, content pooled
   as `attachment://` resolved; images carry none), or for a failed call
@@ -41,10 +41,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..rounds import RoundLog
+from ..roundlogs import RoundLog
 
 from .chat import ChatCall, ChatTurn, chat_rounds
-from .source import Archive, Source
+from .rawfiles import Archive, Source
 from .toolkinds import classifier, find_overrides
 
 INSTALL_HINT = "pip install -e '.[interop]' (inspect_ai)"

@@ -3,9 +3,9 @@
 The agent has one tool, `bash`. A **round** is one assistant message and the
 command(s) it issued (`tool_calls` in trajectory format 1.1; a fenced
 ```` ```bash ```` block in the text-based format before it). Kind: the shell
-rule of `kinds.shell_facts`; the submit command (`echo
+rule of `callkinds.shell_facts`; the submit command (`echo
 COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT ...`) is a write whose result is the
-submission. Status: `kinds.shell_status` on the exit code and output.
+submission. Status: `resultstatus.shell_status` on the exit code and output.
 
 A call the agent wrote as broken JSON is answered by a `user` message
 ("Tool call error ... FormatError"): that call is an error with that text.
@@ -22,12 +22,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..rounds import Round, RoundCall, RoundLog
+from ..roundlogs import Round, RoundCall, RoundLog
 
+from .callkinds import SHELL_TOOLS, WRITE, classify_tool, shell_facts, tool_words
 from .chat import ChatTurn, content_text, read_chat
-from .kinds import ERROR, OK, SHELL_TOOLS, WRITE, classify_tool, shell_facts, shell_status, text_status, \
-    tool_words
-from .source import Source, output_stem
+from .rawfiles import Source, output_stem
+from .resultstatus import ERROR, OK, shell_status, text_status
 
 INDEX_NAME = "index.jsonl"
 INDEX_LEVELS = 3

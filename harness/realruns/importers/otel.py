@@ -1,9 +1,10 @@
 """OpenTelemetry traces of agents, as OTLP JSON: one export request
 (`{"resourceSpans": [...]}`) per file, or one per line as the SDK's and
-the collector's file exporters write them. The spans of one trace (one
-`traceId`) become one run, named `<traceId>.jsonl` under a folder named
-after the file; a trace without an agent, model or tool span (an HTTP
-server's own spans beside the agent's) is no run.
+the collector's file exporters write them, read into spans by `otlp`.
+The spans of one trace (one `traceId`) become one run, named
+`<traceId>.jsonl` under a folder named after the file; a trace without an
+agent, model or tool span (an HTTP server's own spans beside the agent's)
+is no run.
 
 Two dialects of attributes are read, and our own exporter's on top:
 
@@ -39,9 +40,9 @@ whose spans carry our `imprint.*` attributes, rounds are `imprint.round`
 numbers, as in the trace.
 
 Kind: `imprint.tool.kind`, else the corpus's `tool-kinds.yaml`
-(`toolkinds`), else `kinds.classify_tool` on the name and args. Status:
+(`toolkinds`), else `callkinds.classify_tool` on the name and args. Status:
 `imprint.tool.status`; else `error` for an ERROR span; else
-`kinds.text_status` of the result.
+`resultstatus.text_status` of the result.
 
 Not read: the older flattened `gen_ai.prompt.N.*` / `gen_ai.completion.N.*`
 attributes and `traceloop.*` spans (OpenLLMetry), and content kept as span
@@ -65,28 +66,22 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..rounds import KINDS, STATUSES, Round, RoundCall, RoundLog
+from ..roundlogs import KINDS, STATUSES, Round, RoundCall, RoundLog
 
+from .callkinds import WRITE
 from .chat import parse_arguments
-from .kinds import EMPTY, ERROR, OK, WRITE, text_status
-from .source import OTLP_KEY, Source
+from .otlp import Span, read_spans
+from .rawfiles import OTLP_KEY, Source
+from .resultstatus import EMPTY, ERROR, OK, text_status
 from .toolkinds import classifier, find_overrides
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 TOOL_OPERATION = "execute_tool"
 OI_MODEL, OI_TOOL = "LLM", "TOOL"
-STATUS_ERROR = 2
-STATUS_CODES = {0: 0, 1: 1, 2: 2, "STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-VALUE_KEYS = ("stringValue", "intValue", "doubleValue", "boolValue", "arrayValue", "kvlistValue", "bytesValue")
-HEX_ID = {"traceId": re.compile(r"^[0-9a-fA-F]{32}$"), "spanId": re.compile(r"^[0-9a-fA-F]{16}$"),
-          "parentSpanId": re.compile(r"^(?:[0-9a-fA-F]{16})?$")}
-ID_EXPECTED = {"traceId": "32 hex digits (OTLP JSON writes ids in hex, not base64)",
-               "spanId": "16 hex digits (OTLP JSON writes ids in hex, not base64)",
-               "parentSpanId": "16 hex digits or empty"}
 OI_OUTPUT_CALL = re.compile(r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(.+)$")
 """OpenInference's flattened tool calls of a model span's output (message, call, field)."""
 OI_INPUT_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|tool_call_id|content)$")
@@ -98,138 +93,6 @@ RESULTS_NOTE = ("{n} of {total} calls carry no result text: the producer did not
                 "(gen_ai.tool.call.result / output.value). Their status is the span's (error), ok for a write, "
                 "else empty: the replay credits them no new evidence, so a stop it reports may come earlier "
                 "than one on the full results would.")
-
-
-@dataclass
-class Span:
-    trace: str
-    id: str
-    parent: str
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    events: list[tuple[str, int, dict[str, Any]]]
-    error: bool
-    where: str
-    order: int
-    resource: dict[str, Any] = field(default_factory=dict)
-
-
-# ---- OTLP JSON: values, spans -------------------------------------------------------------------
-
-def any_value(v: Any, src: Source, key: str) -> Any:
-    """An OTLP `AnyValue` as a Python value (an empty one is None)."""
-    v = src.obj(v, key, "an AnyValue object (stringValue, intValue, doubleValue, boolValue, arrayValue, "
-                        "kvlistValue or bytesValue)")
-    if not v:
-        return None
-    kind = next((k for k in VALUE_KEYS if k in v), None)
-    if kind is None or len(v) != 1:
-        src.fail(f"unknown value type {', '.join(sorted(v))}", key=key, expected="exactly one of " + ", ".join(VALUE_KEYS))
-    x = v[kind]
-    if kind == "stringValue" or kind == "bytesValue":
-        if not isinstance(x, str):
-            src.fail(f"wrong type {type(x).__name__}", key=f"{key}.{kind}", expected="text")
-        return x
-    if kind == "intValue":
-        if isinstance(x, bool) or not (isinstance(x, int) or (isinstance(x, str) and re.fullmatch(r"-?\d+", x))):
-            src.fail(f"not an integer: {x!r}", key=f"{key}.intValue", expected="an integer or its decimal text")
-        return int(x)
-    if kind == "doubleValue":
-        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
-            src.fail(f"wrong type {type(x).__name__}", key=f"{key}.doubleValue", expected="a number")
-        try:
-            return float(x)
-        except ValueError:
-            src.fail(f"not a number: {x!r}", key=f"{key}.doubleValue", expected="a number")
-    if kind == "boolValue":
-        if not isinstance(x, bool):
-            src.fail(f"wrong type {type(x).__name__}", key=f"{key}.boolValue", expected="true or false")
-        return x
-    x = src.obj(x, f"{key}.{kind}", "an object with values")
-    values = src.get(x, "values", list, f"{key}.{kind}.", "a list", default=[])
-    if kind == "arrayValue":
-        return [any_value(item, src, f"{key}.arrayValue.values[{i}]") for i, item in enumerate(values)]
-    return attributes(values, src, f"{key}.kvlistValue.values")
-
-
-def attributes(raw: Any, src: Source, key: str) -> dict[str, Any]:
-    """A list of OTLP `KeyValue`s as a dict (a later duplicate key wins, as in the SDK)."""
-    if not isinstance(raw, list):
-        src.fail(f"wrong type {type(raw).__name__}", key=key, expected="a list of {key, value} objects")
-    out = {}
-    for i, kv in enumerate(raw):
-        kv = src.obj(kv, f"{key}[{i}]", "a {key, value} object")
-        name = src.get(kv, "key", str, f"{key}[{i}].", "the attribute's name (text)")
-        out[name] = any_value(kv.get("value", {}), src, f"{key}[{i}].value")
-    return out
-
-
-def _nanos(span: dict, name: str, src: Source, where: str) -> int:
-    x = span.get(name)
-    if isinstance(x, bool) or not (isinstance(x, int) or (isinstance(x, str) and x.isdigit())):
-        src.fail("required key is missing" if x is None else f"not an integer: {x!r}", key=where + name,
-                 expected="nanoseconds since the epoch (an integer or its decimal text)")
-    return int(x)
-
-
-def _hex_id(span: dict, name: str, src: Source, where: str, required: bool = True) -> str:
-    x = span.get(name, None if required else "")
-    if not isinstance(x, str) or not HEX_ID[name].match(x):
-        src.fail("required key is missing" if x is None else f"not an id: {x!r}", key=where + name,
-                 expected=ID_EXPECTED[name])
-    return x.lower()
-
-
-def read_spans(data: Any, src: Source) -> list[Span]:
-    """Every span of the file, validated; keys name the export (`[N]` for the
-    N-th line of a JSON-lines file), resource, scope and span."""
-    exports = data if isinstance(data, list) else [data]
-    spans: list[Span] = []
-    for e, export in enumerate(exports):
-        top = f"[{e}]." if isinstance(data, list) else ""
-        export = src.obj(export, top.rstrip(".") or "(top level)", "an OTLP export object with resourceSpans")
-        rss = src.get(export, OTLP_KEY, list, top, "a list of resourceSpans")
-        for r, rs in enumerate(rss):
-            rk = f"{top}{OTLP_KEY}[{r}]"
-            rs = src.obj(rs, rk, "a resourceSpans object")
-            resource = src.get(rs, "resource", dict, rk + ".", "a resource object", default={})
-            res_attrs = attributes(resource.get("attributes", []), src, rk + ".resource.attributes")
-            for s, ss in enumerate(src.get(rs, "scopeSpans", list, rk + ".", "a list of scopeSpans", default=[])):
-                sk = f"{rk}.scopeSpans[{s}]"
-                ss = src.obj(ss, sk, "a scopeSpans object")
-                for k, span in enumerate(src.get(ss, "spans", list, sk + ".", "a list of spans", default=[])):
-                    where = f"{sk}.spans[{k}]."
-                    span = src.obj(span, where.rstrip("."), "a span object")
-                    status = src.get(span, "status", dict, where, "a status object", default={})
-                    code = status.get("code", 0)
-                    if code not in STATUS_CODES or isinstance(code, bool):
-                        src.fail(f"unknown status code {code!r}", key=where + "status.code",
-                                 expected="0, 1, 2 or STATUS_CODE_UNSET, STATUS_CODE_OK, STATUS_CODE_ERROR")
-                    events = []
-                    for j, ev in enumerate(src.get(span, "events", list, where, "a list of events", default=[])):
-                        ek = f"{where}events[{j}]"
-                        ev = src.obj(ev, ek, "an event object")
-                        events.append((src.get(ev, "name", str, ek + ".", "the event's name"),
-                                       _nanos(ev, "timeUnixNano", src, ek + ".") if "timeUnixNano" in ev else 0,
-                                       attributes(ev.get("attributes", []), src, ek + ".attributes")))
-                    attrs = attributes(span.get("attributes", []), src, where + "attributes")
-                    start = _nanos(span, "startTimeUnixNano", src, where)
-                    end = _nanos(span, "endTimeUnixNano", src, where) if "endTimeUnixNano" in span else start
-                    spans.append(Span(_hex_id(span, "traceId", src, where), _hex_id(span, "spanId", src, where),
-                                      _hex_id(span, "parentSpanId", src, where, required=False),
-                                      src.get(span, "name", str, where, "the span's name", default=""),
-                                      start, end, attrs, events,
-                                      STATUS_CODES[code] == STATUS_ERROR or "error.type" in attrs,
-                                      where.rstrip("."), len(spans), res_attrs))
-    seen: dict[tuple[str, str], str] = {}
-    for sp in spans:
-        if (sp.trace, sp.id) in seen:
-            src.fail(f"span id {sp.id} appears twice in trace {sp.trace} (first at {seen[sp.trace, sp.id]})",
-                     key=sp.where + ".spanId", expected="one span per id")
-        seen[sp.trace, sp.id] = sp.where
-    return spans
 
 
 # ---- what a span is -----------------------------------------------------------------------------

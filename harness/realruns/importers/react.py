@@ -28,10 +28,10 @@ Mapping (one rule each, here):
 - a **round** is one tool action (`search`, `Search`, `Lookup`) and its
   observation, one call per round; `Finish[answer]` is the agent's answer,
   not a tool call: it ends the run and is kept in the header (`pred`);
-- every call is a **read** (`kinds.classify_tool`: search and lookup have
+- every call is a **read** (`callkinds.classify_tool`: search and lookup have
   no side effects), except WebShop's purchase (`WEBSHOP_BUY`: a write, the
   run's last round);
-- a **status** is `kinds.text_status` of the observation, except the
+- a **status** is `resultstatus.text_status` of the observation, except the
   environment's own no-result replies (`EMPTY_OBSERVATIONS`,
   `EMPTY_PREFIXES`: empty) and its refusals (`ERROR_PREFIXES`: error).
   Reflexion's "Could not find [X]. Similar: [...]" is `ok`: it is a list of
@@ -43,8 +43,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..rounds import Round, RoundCall, RoundLog
-from .kinds import EMPTY, ERROR, OK, WRITE, classify_tool, text_status
+from ..roundlogs import Round, RoundCall, RoundLog
+from .callkinds import WRITE, classify_tool
+from .resultstatus import EMPTY, ERROR, OK, text_status
 
 ACTION = re.compile(r"^Action(?: \d+)?:\s*(\w+)\[(.*)\]\s*$", re.M)
 """An action line: `Action: search[q]` (FireAct) or `Action 3: Lookup[k]`

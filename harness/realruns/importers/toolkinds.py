@@ -1,6 +1,6 @@
 """The small mapping file that overrides the tool-kind rule for one corpus.
 
-`kinds.classify_tool` decides a named tool's kind from its name and
+`callkinds.classify_tool` decides a named tool's kind from its name and
 arguments. A corpus whose tools the rule gets wrong (a `lookup_and_update`
 that writes, a `submit_query` that only reads) carries a `tool-kinds.yaml`
 in the log's folder or one of the two above it, the nearest one winning:
@@ -21,7 +21,7 @@ from typing import Callable
 from imprint_core.errors import UserInputError
 
 from ...yamlsource import line_of, load_yaml
-from .kinds import ASK, READ, WRITE, classify_tool
+from .callkinds import ASK, READ, WRITE, classify_tool
 
 KINDS_FILE = "tool-kinds.yaml"
 LEVELS = 3

@@ -13,7 +13,7 @@ tool is X, its args `{"instruction": ...}`, its result the reply. Kinds
 only move a browser and read the page it shows: reads; FileSurfer reads
 files; the Assistant (the Coder) writes text and code but runs nothing: a
 read; ComputerTerminal runs the latest code block shown before its reply:
-classified like any code (`kinds.classify_code`). Other agents: reads.
+classified like any code (`callkinds.classify_code`). Other agents: reads.
 An instruction that X never answered (the next message is the
 Orchestrator's again: X failed, as its next ledger says) is an error with
 an empty result; one the log ends on is left out (it never ran).
@@ -30,11 +30,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..rounds import Round, RoundCall, RoundLog
+from ..roundlogs import Round, RoundCall, RoundLog
 
-from .kinds import EMPTY, ERROR, READ, SHELL_LANGUAGES, ShellFacts, classify_code, code_blocks, shell_facts, \
-    shell_status, text_status
-from .source import Source, output_stem
+from .callkinds import READ, SHELL_LANGUAGES, ShellFacts, classify_code, code_blocks, shell_facts
+from .rawfiles import Source, output_stem
+from .resultstatus import EMPTY, ERROR, shell_status, text_status
 
 INSTRUCTION = re.compile(r"^Orchestrator \(-> (.+)\)$")
 NEXT_SPEAKER = "Next speaker"

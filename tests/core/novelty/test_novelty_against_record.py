@@ -111,7 +111,7 @@ def test_the_loop_and_round_logs_pass_the_arguments():
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS and result.rounds == 5
 
-    from harness.realruns.rounds import Round, RoundCall, RoundLog, replay
+    from harness.realruns.roundlogs import Round, RoundCall, RoundLog, replay
     log = RoundLog("echo.jsonl", "test", {}, [Round(i, [RoundCall("search", {"q": f"q {i} x"}, "read", "ok",
                                                                     header_result(f"q {i} x"))]) for i in range(1, 9)])
     assert replay(log, patience=4).stop_round == 5

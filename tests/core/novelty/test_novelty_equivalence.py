@@ -68,7 +68,7 @@ CORPORA = _labelled_corpora()
 @pytest.mark.parametrize("corpus", CORPORA, ids=[lab.stem for _, lab in CORPORA])
 def test_every_labelled_run_gets_the_reference_verdicts(corpus):
     from harness.realruns.labels import load_labels
-    from harness.realruns.sources import load_runs
+    from harness.realruns.runfiles import load_runs
     data, labels = corpus
     runs, _ = load_runs([data])
     lab = load_labels([labels])

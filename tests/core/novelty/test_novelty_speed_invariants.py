@@ -1,9 +1,10 @@
 """The optimized novelty path gives the same answers as a straightforward one.
 
-imprint_core.novelty judges a round's results together (_tally.py), masks
+imprint_core.novelty judges a round's results together (_bulk_shingle_counts.py), masks
 their units in one joined piece, tries each mask only where a literal search
-says it could match (_fast_masks.py), hashes shingles in bulk with numpy
-(fingerprints.py) and keeps them in numpy hash tables (store.py).
+says it could match (_mask_finders.py, applied by _fast_masks.py), hashes
+shingles in bulk with numpy (fingerprints.py) and keeps them in numpy hash
+tables (store.py).
 The reference below is the plain definition: each unit normalized alone with
 every mask of the profile run as `pattern.sub` in order, lines and words by
 str.split(), words hashed one by one, windows cut by window_cuts at anchors
@@ -28,7 +29,8 @@ import xxhash
 
 from imprint_core import novelty as nv
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, SHINGLE_WORDS, normalize, segment, shingles
-from imprint_core.novelty import _fast_masks as fm, fingerprints as fp, neardup, normalization as nz
+from imprint_core.novelty import _fast_masks as fm, _mask_finders as finders, fingerprints as fp, neardup, \
+    normalization as nz
 from imprint_core.novelty.echo import Echoes, evidence_free
 from imprint_core.novelty.store import BoundedHashSet, FingerprintStore
 
@@ -507,7 +509,7 @@ def test_judged_sets_behave_as_sets():
 
 def test_every_mask_has_its_finder_or_is_declared_slow_path():
     for mask in nz.MASKS:
-        assert mask.finder is fm.PLAIN_SUB or mask.finder.__module__ == fm.__name__, mask.pattern.pattern
+        assert mask.finder is finders.PLAIN_SUB or mask.finder.__module__ == finders.__name__, mask.pattern.pattern
     with pytest.raises(TypeError):
         nz.Mask(nz.MASKS[0].pattern, nz.MASKS[0].repl, None)  # no finder must be said: PLAIN_SUB
 
@@ -523,7 +525,7 @@ def test_a_mask_declared_slow_path_takes_the_plain_sub():
     import re
     masks = list(nz.masks_of("default"))
     assert masks[-1].category == "line_numbers"
-    masks[-1] = nz.Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|]"), "", fm.PLAIN_SUB)  # an edited pattern, no finder yet
+    masks[-1] = nz.Mask(re.compile(r"(?m)^[ \t]*\d+[ \t]*[:|]"), "", finders.PLAIN_SUB)  # an edited pattern, no finder yet
     fast = fm.FastMasks(masks)
     assert not fast.vetted  # nor are the units masked joined
     text = "  12: alpha\n13 | beta"
@@ -535,7 +537,7 @@ def test_a_mask_declared_slow_path_takes_the_plain_sub():
 def test_fast_and_reference_agree_with_one_mask_declared_slow_path(text, which):
     """Any mask may fall back to the plain sub without changing the text."""
     masks = list(nz.MASKS)
-    masks[which] = nz.Mask(masks[which].pattern, masks[which].repl, fm.PLAIN_SUB, category=masks[which].category)
+    masks[which] = nz.Mask(masks[which].pattern, masks[which].repl, finders.PLAIN_SUB, category=masks[which].category)
     fast = fm.FastMasks(masks)
     t = text.casefold()
     assert fast.apply(t) == fast.plain(t) == nz.apply_masks_plain(t, "all")

@@ -97,7 +97,7 @@ def test_kv_cache_grows_in_place_and_crops_like_a_dynamic_cache():
     import random
     import torch
     from transformers import LlamaConfig
-    from imprint_core.providers._local_model import kv_cache
+    from imprint_core.providers.local_kv_cache import kv_cache
     config = LlamaConfig(num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, hidden_size=8,
                          max_position_embeddings=3000)
     cache, rows, length, rng = kv_cache(torch, config), torch.randn(1, 1, 3000, 4), 0, random.Random(1)
@@ -248,6 +248,7 @@ def test_a_reply_cut_mid_stream_is_charged_for_what_was_processed(provider):
 
     class CancelAfterTokens:
         name, context_window, counter = provider.name, provider.context_window, provider.counter
+        counting_modes = provider.counting_modes
 
         def generate(self, req):  # the user presses "stop" after the fifth token
             inner = provider.generate(req)
@@ -313,10 +314,10 @@ def test_a_prompt_prefilled_after_a_cached_prefix_sees_the_prefix(provider):
     """The default (bfloat16) attention: the ids prefilled on top of a
     cached prefix get the next-token logits a whole prefill gives, up to
     bfloat16 rounding (a wrong mask once made them attend from position 0)."""
-    from imprint_core.providers._local_model import _Context
+    from imprint_core.providers.local_kv_cache import ContextCache
     ids = list(provider.counter.prompt_units(question("Who invented the telephone?"), [SEARCH]))
-    whole, _, _ = provider._prefill(_Context(), ids)
-    ctx = _Context()
+    whole, _, _ = provider._prefill(ContextCache(), ids)
+    ctx = ContextCache()
     provider._prefill(ctx, ids[:-20])
     chunked, reused, fed = provider._prefill(ctx, ids)
     assert (reused, fed) == (len(ids) - 20, 20)

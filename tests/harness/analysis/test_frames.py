@@ -122,7 +122,7 @@ def test_malformed_trace_names_file_and_line(tmp_path: Path, traces: Path) -> No
 
 
 def test_round_log_replay_agrees_with_round_progress(tmp_path: Path) -> None:
-    from harness.realruns.rounds import read_round_log, round_progress
+    from harness.realruns.roundlogs import read_round_log, round_progress
     from imprint_core.novelty import NoveltyConfig
     path = round_log(tmp_path / "w.jsonl", [
         [{"result": fact(1)}], [{"result": fact(1), "kind": "write"}], [{"result": "Error: no", "status": "error"}],

@@ -16,9 +16,9 @@ from harness.analysis.ceiling import loop_ceiling, oracle_progress
 from harness.analysis.tune import Rule, Scores, Split, pareto_front, tune
 from harness.analysis.tunesettings import Setting
 from harness.cli import main
-from harness.realruns import noveltyfields
+from harness.realruns import noveltyconfigs
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
-from harness.realruns.rounds import RoundLog, apply_patience
+from harness.realruns.roundlogs import RoundLog, apply_patience
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig
 from imprint_core.settings import SPECS
@@ -358,18 +358,18 @@ def _hand_scores(stops_by_setting: list[tuple[Setting, dict[str, int]]]) -> Scor
     return Scores([s for s, _ in stops_by_setting], runs, stops, slack=1)
 
 
-A = dataclasses.replace(noveltyfields.SHIPPED, min_new_shingles=1)
+A = dataclasses.replace(noveltyconfigs.SHIPPED, min_new_shingles=1)
 
 
 def test_recommendation_rule() -> None:
     everything = {"l1": 6, "ol1": 6, "ol2": 13}
     table = [
-        (Setting(noveltyfields.SHIPPED, 4), {"l1": 6}),                           # 0 shipped: other recall 0/2
+        (Setting(noveltyconfigs.SHIPPED, 4), {"l1": 6}),                           # 0 shipped: other recall 0/2
         (Setting(A, 3), {"u1": 3, **everything}),                                 # 1 one premature on tau-bench
         (Setting(A, 5), {"o0": 10, "o1": 10, **everything}),                      # 2 20% premature on other
         (Setting(A, 6), {"o0": 10, "l1": 7, "ol1": 7}),                           # 3 10%, min recall 1/2
         (Setting(A, 14), {"o0": 10, "l1": 7, "ol1": 7}),                          # 4 the same, farther away
-        (Setting(noveltyfields.SHIPPED, 5), {}),                                  # 5 no stop at all
+        (Setting(noveltyconfigs.SHIPPED, 5), {}),                                  # 5 no stop at all
     ]
     scores = _hand_scores(table)
     everyone = np.ones(len(scores.runs), dtype=bool)
@@ -385,13 +385,13 @@ def test_recommendation_rule() -> None:
     assert (best, ok) == (0, False) and why.startswith("no setting meets")
     # equal scores lean to the shipped setting, wherever it stands in the grid
     p0 = SPECS["chat.research_no_progress_rounds"].default
-    tied = _hand_scores([(Setting(A, p0), {"l1": 6}), (Setting(noveltyfields.SHIPPED, p0 + 2), {"l1": 6}),
-                         (Setting(noveltyfields.SHIPPED, p0), {"l1": 6})])
+    tied = _hand_scores([(Setting(A, p0), {"l1": 6}), (Setting(noveltyconfigs.SHIPPED, p0 + 2), {"l1": 6}),
+                         (Setting(noveltyconfigs.SHIPPED, p0), {"l1": 6})])
     assert Rule().choose(tied, everyone)[0] == 2
     # equal recall (none caught: no stop lands inside a loop): the setting that spends the fewest loop rounds
     # wins, before fewer premature stops and before the shipped setting (never stopped: 4 + 2 + 3 rounds;
     # ol2 stopped before it starts: 4 + 2; l1 too: 2)
-    short = _hand_scores([(Setting(noveltyfields.SHIPPED, 4), {}), (Setting(A, 7), {"ol2": 11}),
+    short = _hand_scores([(Setting(noveltyconfigs.SHIPPED, 4), {}), (Setting(A, 7), {"ol2": 11}),
                           (Setting(A, 8), {"ol2": 11, "l1": 4, "o0": 10})])
     best, _, why = Rule().choose(short, everyone)
     assert best == 2 and "fewer rounds spent inside loops" in why
@@ -399,7 +399,7 @@ def test_recommendation_rule() -> None:
 
 def test_local_processes_and_inline_agree(corpus) -> None:
     runs = _runs(corpus)
-    configs = noveltyfields.expand({"min_new_shingles": [1, 3], "normalization": ["none", "default"]})
+    configs = noveltyconfigs.expand({"min_new_shingles": [1, 3], "normalization": ["none", "default"]})
     one = tune(runs, configs, range(2, 8), jobs=1, cache=ProgressCache(None))
     clear_memory_cache()
     two = tune(runs, configs, range(2, 8), jobs=2, cache=ProgressCache(None))
@@ -449,10 +449,10 @@ def test_cli_writes_every_output(corpus, tmp_path: Path, capsys) -> None:
     assert {row["corpus"] for row in rec["figures"]} == {"demo", "overall"}
     assert "## demo, dev" in (out / "front.md").read_text() and "| demo | held-out |" in (out / "split.md").read_text()
     rows = (out / "settings.csv").read_text().splitlines()
-    grid, _ = noveltyfields.default_grid()
+    grid, _ = noveltyconfigs.default_grid()
     # every setting of the grid, and the shipped one (its patience is outside 2-6)
     shipped_outside = SPECS["chat.research_no_progress_rounds"].default not in range(2, 7)
-    assert len(rows) == 1 + len(noveltyfields.expand(grid)) * 5 + shipped_outside
+    assert len(rows) == 1 + len(noveltyconfigs.expand(grid)) * 5 + shipped_outside
     assert rows[0].startswith("patience,") and {"normalization", "min_new_shingles"} <= set(rows[0].split(","))
 
 
@@ -463,20 +463,20 @@ def test_a_new_novelty_field_is_a_knob_without_code_changes(monkeypatch) -> None
         near_copy: float = dataclasses.field(default=0.9, metadata={"grid": (0.8, 0.95)})
         profile: str = "plain"
 
-    monkeypatch.setattr(noveltyfields, "NoveltyConfig", Extended)
-    monkeypatch.setattr(noveltyfields, "SHIPPED", Extended())
-    noveltyfields._fields.cache_clear()
+    monkeypatch.setattr(noveltyconfigs, "NoveltyConfig", Extended)
+    monkeypatch.setattr(noveltyconfigs, "SHIPPED", Extended())
+    noveltyconfigs._fields.cache_clear()
     try:
-        grid, held = noveltyfields.default_grid()
+        grid, held = noveltyconfigs.default_grid()
         assert grid["line_fingerprints"] == [False, True] and grid["near_copy"] == [0.9, 0.8, 0.95]
         assert "profile" in held and "shingle_capacity" in held
-        assert noveltyfields.parse_assignment("profile=plain,strict") == ("profile", ["plain", "strict"])
-        configs = noveltyfields.expand({"line_fingerprints": [False, True], "min_new_shingles": [1, 3]})
+        assert noveltyconfigs.parse_assignment("profile=plain,strict") == ("profile", ["plain", "strict"])
+        configs = noveltyconfigs.expand({"line_fingerprints": [False, True], "min_new_shingles": [1, 3]})
         assert [(c.line_fingerprints, c.min_new_shingles) for c in configs] == \
             [(False, 1), (False, 3), (True, 1), (True, 3)]
-        assert len({noveltyfields.config_key(c) for c in configs}) == 4
+        assert len({noveltyconfigs.config_key(c) for c in configs}) == 4
     finally:
-        noveltyfields._fields.cache_clear()
+        noveltyconfigs._fields.cache_clear()
 
 
 # ---- raw trajectories, read on the fly ---------------------------------------------------------------------

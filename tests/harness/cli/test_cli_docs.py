@@ -11,7 +11,7 @@ import pytest
 from harness.cli import build_parser, main
 from harness.live.servers import SERVER_KINDS
 from harness.realruns.importers import FORMATS
-from harness.realruns.noveltyfields import default_grid
+from harness.realruns.noveltyconfigs import default_grid
 from imprint_core.novelty import NORMALIZATIONS
 
 ROOT = Path(__file__).resolve().parents[3]

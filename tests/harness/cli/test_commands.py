@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.realruns.rounds import read_round_log, replay, trace_to_round_log
+from harness.realruns.roundlogs import read_round_log, replay, trace_to_round_log
 from harness.scenarios.runner import run_scenario
-from harness.scenarios.model import json_schema_text, parse_scenario
+from harness.scenarios import json_schema_text, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
 TAU = ROOT.parent / "shared" / "data" / "roundlogs" / "tau-bench-airline"

@@ -14,8 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 from harness.cli import main, regress as regress_cli
 from harness.realruns.labels import LABELS_FORMAT, Verdict, parse_labels
-from harness.realruns.regressions import HEADER, Regression, loop_spec, parse_loop, read_labels_file, with_entry
-from harness.realruns.rounds import read_round_log
+from harness.realruns.regressionstore import HEADER, Regression, loop_spec, parse_loop, read_labels_file, with_entry
+from harness.realruns.roundlogs import read_round_log
 from imprint_core.errors import UserInputError
 
 from reportdata import fact, handmade_trace, round_log
@@ -255,7 +255,7 @@ def test_tune_takes_the_regressions_as_a_corpus_always_tuned_on(repo: Path, monk
     from harness.analysis.sweep import load_corpora
     from harness.analysis.tune import Split, tune
     from harness.cli import corpora as tune_cli
-    from harness.realruns.noveltyfields import SHIPPED
+    from harness.realruns.noveltyconfigs import SHIPPED
     labels = repo / "scenarios" / "labels" / "regressions.yaml"
     labels.parent.mkdir(parents=True)
     labels.write_text(HEADER)
@@ -304,7 +304,7 @@ def test_faults_writes_its_report_into_the_current_folder(repo: Path, capsys) ->
 
 
 def test_a_second_clone_replays_and_records_its_own_cassettes(repo: Path) -> None:
-    from harness.scenarios.model import parse_scenario
+    from harness.scenarios import parse_scenario
     from harness.scenarios.providers import cassette_path
     text = ("name: r\nquestion: q\nprovider: {kind: remote, server: llamacpp}\n"
             "tools: [{name: search, default: {text: t}}]\n")

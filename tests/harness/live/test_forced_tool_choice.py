@@ -13,7 +13,7 @@ import pytest
 from harness.live import model_folder as models
 from harness.live.recording import Target
 from harness.scenarios.providers import make_provider
-from harness.scenarios.model import parse_scenario
+from harness.scenarios import parse_scenario
 from imprint_core import CancelToken, Message, ModelRequest, ToolSpec, VirtualClock
 
 SEARCH = {"type": "function", "function": {

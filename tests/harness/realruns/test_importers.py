@@ -14,11 +14,12 @@ import pytest
 from harness.realruns import importers
 from harness.cli import build_parser, import_runs, main as imprint
 from harness.realruns.importers import FORMATS, detect_format, import_file, import_paths
-from harness.realruns.importers import chat, convert, kinds, minisweagent, source, whoandwhen
-from harness.realruns.importers.kinds import (ASK, EMPTY, ERROR, OK, READ, WRITE, classify_code, classify_shell,
-                                              classify_tool, code_blocks, python_writes, shell_facts, shell_status,
-                                              text_status)
-from harness.realruns.rounds import read_round_log, replay
+from harness.realruns.importers import (callkinds, chat, convert, minisweagent, rawfiles, resultstatus, shellsyntax,
+                                        whoandwhen)
+from harness.realruns.importers.callkinds import (ASK, READ, WRITE, classify_code, classify_shell, classify_tool,
+                                                  code_blocks, python_writes, shell_facts)
+from harness.realruns.importers.resultstatus import EMPTY, ERROR, OK, shell_status, text_status
+from harness.realruns.roundlogs import read_round_log, replay
 from imprint_core.errors import UserInputError
 
 RAW = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "raw"
@@ -205,7 +206,7 @@ def test_here_document_bodies_are_not_commands():
     # `rm` and `>` inside the body are text written to the file, not commands of the line
     cmd = "cat <<'EOF' | python\nimport os\n# rm -rf / > x\nprint(1)\nEOF"
     assert classify_shell(cmd) == READ
-    seg = kinds.split_command("cat > a.txt <<-END\n\trm x\n\tEND\nls")
+    seg = shellsyntax.split_command("cat > a.txt <<-END\n\trm x\n\tEND\nls")
     assert [s.text for s in seg] == ["cat", "ls"] and seg[0].heredocs == ["\trm x"] and seg[0].redirects == ["a.txt"]
 
 
@@ -528,9 +529,9 @@ def test_import_paths_rewrites_in_place(tree, tmp_path):
 
 
 def test_output_name_keeps_dots_of_instance_ids():
-    assert source.output_stem("astropy__astropy-1.2.traj.json.gz") == "astropy__astropy-1.2"
-    assert source.output_stem("x.json") == "x" and source.output_stem("x.jsonl.gz") == "x"
-    assert source.output_stem("README") == "README"
+    assert rawfiles.output_stem("astropy__astropy-1.2.traj.json.gz") == "astropy__astropy-1.2"
+    assert rawfiles.output_stem("x.json") == "x" and rawfiles.output_stem("x.jsonl.gz") == "x"
+    assert rawfiles.output_stem("README") == "README"
 
 
 @pytest.mark.parametrize("call_args,needle", [
@@ -722,7 +723,8 @@ VOCABULARY = {"READ", "WRITE", "ASK", "OK", "EMPTY", "ERROR", "CHAT_ROLES", "GZI
               "GREP", "FIND_GREP", "PYTHON"}
 
 
-@pytest.mark.parametrize("module", [kinds, chat, minisweagent, whoandwhen, source, convert, import_runs])
+@pytest.mark.parametrize("module", [callkinds, resultstatus, shellsyntax, chat, minisweagent, whoandwhen,
+                                    rawfiles, convert, import_runs])
 def test_decisions_are_documented(module):
     """Public constants carry a docstring (or are plain vocabulary named in
     a documented neighbour); public functions have docstrings."""
@@ -758,7 +760,7 @@ def raw_out(tmp_path_factory):
 @needs_raw
 def test_every_raw_file_converts(raw_out):
     out, written = raw_out
-    files = [f for f in RAW.rglob("*") if source.raw_suffix(f.name, source.FOLDER_SUFFIXES)]
+    files = [f for f in RAW.rglob("*") if rawfiles.raw_suffix(f.name, rawfiles.FOLDER_SUFFIXES)]
     per_source = {}
     for p in written:
         log = read_round_log(p)

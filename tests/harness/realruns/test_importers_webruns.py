@@ -9,9 +9,10 @@ from pathlib import Path
 
 from harness.realruns.importers import react
 from harness.realruns.importers.convert import render_round_log
-from harness.realruns.importers.kinds import EMPTY, ERROR, OK, READ, WRITE
+from harness.realruns.importers.callkinds import READ, WRITE
+from harness.realruns.importers.resultstatus import EMPTY, ERROR, OK
 from harness.realruns.labels import load_labels
-from harness.realruns.rounds import parse_round_log, read_round_log
+from harness.realruns.roundlogs import parse_round_log, read_round_log
 
 ROOT = Path(__file__).resolve().parents[3]
 FIX = ROOT / "tests" / "fixtures" / "webruns"

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.cli import main
 from harness.realruns import otelexport
-from harness.realruns.importers import convert, otel, source, toolkinds
+from harness.realruns.importers import convert, otel, otlp, rawfiles, toolkinds
 from harness.realruns.importers import inspect as inspect_importer
 from harness.realruns.importers.convert import import_file, render_round_log
-from harness.realruns.rounds import parse_round_log, replay, trace_to_round_log
-from harness.realruns.sources import load_runs
+from harness.realruns.roundlogs import parse_round_log, replay, trace_to_round_log
+from harness.realruns.runfiles import load_runs
 from imprint_core.clock import VirtualClock
 from imprint_core.events import RoundEnd, Stopped, ToolCallStarted, ToolResultRecorded
 from imprint_core.trace import TraceWriter, read_trace
@@ -592,7 +592,7 @@ def test_every_committed_trace_survives_export_import_and_replays_to_the_same_st
 
 
 def test_every_stop_rule_stops_the_round_tripped_traces_where_it_stops_the_traces(tmp_path):
-    from harness.realruns.rounds import replay_with
+    from harness.realruns.roundlogs import replay_with
     from imprint_core.stoprules import available, build
     logs = _round_trip(COMMITTED, tmp_path / "all.otlp.jsonl")
     rules = [info for info in available() if info.origin == "built-in"]
@@ -691,9 +691,9 @@ def test_any_trace_round_trips_to_the_same_round_log(events, tmp_path_factory):
 @given(st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=8)
                     | st.floats(allow_nan=False, allow_infinity=False), lambda inner: st.lists(inner, max_size=3), max_leaves=6))
 def test_attribute_values_read_back_as_written(value):
-    src = source.Source("x.otlp.jsonl", "otel")
+    src = rawfiles.Source("x.otlp.jsonl", "otel")
     encoded = otelexport.any_value(value)
-    back = otel.any_value(encoded, src, "v") if value is not None else None
+    back = otlp.any_value(encoded, src, "v") if value is not None else None
     if isinstance(value, list) and not all(isinstance(x, (str, bool, int, float)) for x in value):
         assert back == json.dumps(value, ensure_ascii=False, sort_keys=True)     # nested: kept as JSON text
     else:
@@ -701,11 +701,11 @@ def test_attribute_values_read_back_as_written(value):
 
 
 def test_an_otlp_line_longer_than_the_first_line_read_is_still_a_raw_run(tmp_path, monkeypatch):
-    from harness.realruns import sources
-    monkeypatch.setattr(sources, "_first_line", lambda path: path.read_bytes()[:200])   # a cut first line
+    from harness.realruns import runfiles
+    monkeypatch.setattr(runfiles, "_first_line", lambda path: path.read_bytes()[:200])   # a cut first line
     f = tmp_path / "big.otlp.jsonl"
     shutil.copy(GENAI, f)
-    assert sources.classify(f, named=False) == "raw"
+    assert runfiles.classify(f, named=False) == "raw"
     assert len(load_runs([tmp_path])[0]) == 3
 
 
@@ -731,7 +731,7 @@ def test_a_multi_line_otlp_file_named_json_is_read_as_json_lines(tmp_path):
 
 # ---- documentation -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [otel, inspect_importer, toolkinds, otelexport])
+@pytest.mark.parametrize("module", [otel, otlp, inspect_importer, toolkinds, otelexport])
 def test_the_new_modules_document_their_decisions(module):
     tree = ast.parse(pyinspect.getsource(module))
     undocumented = []
@@ -753,6 +753,6 @@ def test_the_new_modules_document_their_decisions(module):
 
 def test_the_readme_import_table_names_all_six_formats_with_a_command():
     readme = (REPO / "README.md").read_text()
-    for fmt in source.FORMATS:
+    for fmt in rawfiles.FORMATS:
         assert f"--format {fmt}" in readme, fmt
     assert "imprint export-otel" in readme and "make_inspect.py" in readme and "make_otel.py" in readme

@@ -10,7 +10,7 @@ import yaml
 
 from harness.scenarios.record import pin_expect, recorded_expect
 from harness.scenarios.runner import run_scenario
-from harness.scenarios.model import load_scenario
+from harness.scenarios import load_scenario
 from imprint_core.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parents[3]

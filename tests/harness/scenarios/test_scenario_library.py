@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.scenarios.runner import run_scenario
-from harness.scenarios.model import StubProviderSpec, load_scenario
+from harness.scenarios import load_scenario
+from harness.scenarios.model import StubProviderSpec
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.yaml"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.scenarios.model import json_schema
+from harness.scenarios import json_schema
 from harness.scenarios.selectors import parse_selector
 
 ROOT = Path(__file__).resolve().parents[3]

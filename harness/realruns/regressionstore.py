@@ -37,8 +37,8 @@ from imprint_core.files import write_files
 
 from .importers.convert import render_round_log
 from .labels import LABELS_FORMAT, Labels, RunLabel, Verdict, parse_labels, read_user_file
-from .rounds import RoundLog, read_round_log
-from .sources import RunFile, load_runs
+from .roundlogs import RoundLog, read_round_log
+from .runfiles import RunFile, load_runs
 
 CORPUS = "regressions"
 """The corpus (and gate source) name of the regressions labels file."""

@@ -36,7 +36,7 @@ cores, and `--grid` names any of it. Two axes are left out of the default on
 measurement, not on what they score: the `all` profile halves the tracker's
 throughput and near-duplicate matching cuts it to a third (every result's
 sketch against every remembered one), both far under the 13 MB/s the shipped
-rule must keep (issue 13; reports/tune/README.md has the figures). Fields not
+rule must keep (reports/tune/README.md has the figures). Fields not
 in the grid are held at their shipped values until `--grid` names them. A field may
 also name its own values in its dataclass metadata (`grid` or `choices`);
 any other bool field is swept both ways, and any other field is held at its

@@ -33,9 +33,10 @@ from typing import Iterable
 from imprint_core.errors import UserInputError
 from imprint_core.trace import TRACE_FORMAT
 
-from .importers.convert import CONVERTERS, _describe, detect, output_paths
-from .importers.source import FOLDER_SUFFIXES, FORMATS, Source, load, raw_suffix
-from .rounds import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, trace_to_round_log
+from ..conventions import expand_paths
+from .importers.convert import CONVERTERS, describe_shape, detect, output_paths
+from .importers.rawfiles import FOLDER_SUFFIXES, FORMATS, Source, load, raw_suffix
+from .roundlogs import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, trace_to_round_log
 
 KINDS = ("trace", "roundlog", "raw")
 EXPECTED = f"{TRACE_FORMAT}, {ROUNDS_FORMAT}, or a trajectory ({', '.join(FORMATS)})"
@@ -105,11 +106,8 @@ def classify(path: Path, *, named: bool) -> str | None:
     return "roundlog" if named else None
 
 
-def _natural(p: Path) -> tuple:
-    parts = []
-    for chunk in p.as_posix().replace("-", "/").replace("_", "/").replace(".", "/").split("/"):
-        parts.append((0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk))
-    return tuple(parts)
+def _run_file_name(name: str) -> bool:
+    return name.lower().endswith(".jsonl") or bool(raw_suffix(name, FOLDER_SUFFIXES))
 
 
 def find_inputs(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str, bool]], list[str]]:
@@ -119,28 +117,14 @@ def find_inputs(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str, bool
     out: list[tuple[Path, str, bool]] = []
     warnings: list[str] = []
     seen: set[Path] = set()
-
-    def add(f: Path, kind: str, named: bool) -> None:
-        if f.resolve() not in seen:
+    for listed in expand_paths(paths, _run_file_name):
+        f = listed.path
+        kind = classify(f, named=listed.named) or ("roundlog" if listed.named else None)
+        if kind is None:
+            warnings.append(f"{f}: neither an {TRACE_FORMAT} trace nor an {ROUNDS_FORMAT} log; skipped")
+        elif f.resolve() not in seen:
             seen.add(f.resolve())
-            out.append((f, kind, named))
-
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = [f for f in p.rglob("*") if f.is_file()
-                     and not any(part.startswith(".") for part in f.relative_to(p).parts)
-                     and (f.name.lower().endswith(".jsonl") or raw_suffix(f.name, FOLDER_SUFFIXES))]
-            for f in sorted(found, key=_natural):
-                kind = classify(f, named=False)
-                if kind is None:
-                    warnings.append(f"{f}: neither an {TRACE_FORMAT} trace nor an {ROUNDS_FORMAT} log; skipped")
-                else:
-                    add(f, kind, False)
-        elif p.is_file():
-            add(p, classify(p, named=True) or "roundlog", True)
-        else:
-            raise UserInputError("no such file or directory", file=str(p))
+            out.append((f, kind, listed.named))
     return out, warnings
 
 
@@ -154,9 +138,9 @@ def read_raw(path: Path, *, named: bool = True, fmt: str | None = None) -> tuple
         if not named and path.name in COMPANIONS:
             return [], None
         if named:
-            raise UserInputError(f"neither a trace, a round log nor a known trajectory: {_describe(data)}",
+            raise UserInputError(f"neither a trace, a round log nor a known trajectory: {describe_shape(data)}",
                                  file=str(path), line=1, key="format", expected=EXPECTED)
-        return [], f"{path}: not a trace, a round log or a known trajectory ({_describe(data)}); skipped"
+        return [], f"{path}: not a trace, a round log or a known trajectory ({describe_shape(data)}); skipped"
     logs = CONVERTERS[found](data, path)
     return [replace(log, path=str(path.parent / rel)) for log, rel in
             zip(logs, output_paths(Path(path.name), found, logs))], None

@@ -1,27 +1,25 @@
-"""What a call is (read, write or ask) and what its result is (ok, empty or
-error): every rule the importers apply, one constant or function each.
+"""What a call is: a read, a write or an ask, by the rules every importer
+applies, one constant or function each (a result's status is
+`resultstatus`; a corpus's overrides of the tool rule `toolkinds`).
 
 Words as in the research-loop spec: a **write** has side effects, an **ask**
-waits for the user, everything else is a **read**. A result is **evidence**
-(`ok`) when a call succeeded and returned text; **empty** when it succeeded
-and returned nothing; **error** when the call failed. The stop rule never
-counts empty results or errors as progress, so the line between `ok` and
-`error` decides what a real run is credited with.
+waits for the user, everything else is a **read**.
 
 Shell commands are classified by what they could change, not what they
 print: a command is a read unless some part of it is known to write.
 Running a program (`python script.py`, `pytest`) is a read: its own side
 effects are invisible in the command line and its output is what the agent
-learns from.
+learns from. `shellsyntax` cuts a command line into the simple commands
+judged here.
 """
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from .shellsyntax import shell_words, split_command
 
 READ, WRITE, ASK = "read", "write", "ask"
-OK, EMPTY, ERROR = "ok", "empty", "error"
 
 # ---- shell commands: read or write ----------------------------------------------------------------
 
@@ -56,11 +54,6 @@ WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "nice", "timeout", "stdbuf
 SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 """`bash -c STRING` and `bash <<EOF` bodies are classified as commands themselves."""
 
-SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "locate", "which", "whereis",
-                             "diff", "cmp", "test", "[", "[[", "pgrep", "comm", "fd"})
-"""Programs whose non-zero exit with no output means "found nothing" (grep:
-no match, exit 1; `find | xargs grep`: exit 123): an empty read, not an error."""
-
 HARMLESS_REDIRECT_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 """Redirection to these is not a write; `> file` and `>> file` otherwise are."""
 
@@ -89,149 +82,6 @@ def python_writes(code: str) -> bool:
     """Whether inline Python (`python -c`, a here-document, a code block) writes.
     Code that only computes and prints is a read."""
     return bool(PYTHON_WRITE_CALLS.search(code)) or _python_opens_for_writing(code)
-
-
-@dataclass
-class Segment:
-    """One simple command of a command line, its redirect targets and the
-    here-document bodies it reads."""
-    text: str = ""
-    redirects: list[str] = field(default_factory=list)
-    heredocs: list[str] = field(default_factory=list)
-
-
-_SPECIAL = re.compile(r"[\"'\\#<>&;|\n()`]")
-_DQ_END = re.compile(r'(?:\\.|[^"\\])*"', re.S)
-_WORD = re.compile(r"""(?:[^\s'"\\;&|()<>]+|'[^']*'|"(?:\\.|[^"\\])*"|\\.)+""", re.S)
-_TOKEN = re.compile(r"""(?:[^\s'"\\]+|'[^']*'?|"(?:\\.|[^"\\])*"?|\\.?)+""", re.S)
-_UNQUOTE = re.compile(r"""'([^']*)'?|"((?:\\.|[^"\\])*)"?|\\(.?)""", re.S)
-
-
-def _unquote(word: str) -> str:
-    def one(m: re.Match) -> str:
-        if m.group(1) is not None:
-            return m.group(1)
-        if m.group(2) is not None:
-            return re.sub(r'\\([\\"$`])', r"\1", m.group(2))
-        return m.group(3)
-    return _UNQUOTE.sub(one, word)
-
-
-def _read_word(text: str, i: int) -> tuple[str, int]:
-    """A shell word starting at `i` (quotes removed), and the index after it."""
-    m = _WORD.match(text, i)
-    return (_unquote(m.group(0)), m.end()) if m else ("", i)
-
-
-def split_command(cmd: str) -> list[Segment]:
-    """Split a command line into simple commands at `&&`, `||`, `|`, `;`, `&`,
-    newlines and parentheses (subshells, `$(...)`), outside quotes; collect
-    each one's `>`/`>>` targets and here-document bodies. `2>&1`-style
-    duplications have no target."""
-    segs, cur = [Segment()], []
-    pending: list[tuple[Segment, str, bool]] = []  # here-documents opened on this line
-    i, n = 0, len(cmd)
-
-    def flush() -> None:
-        segs[-1].text = "".join(cur).strip()
-        cur.clear()
-        segs.append(Segment())
-
-    while i < n:
-        m = _SPECIAL.search(cmd, i)
-        if not m:
-            cur.append(cmd[i:])
-            break
-        if m.start() > i:
-            cur.append(cmd[i:m.start()])
-            i = m.start()
-        c = cmd[i]
-        if c == "'":
-            j = cmd.find("'", i + 1)
-            j = n if j < 0 else j + 1
-            cur.append(cmd[i:j])
-            i = j
-            continue
-        if c == '"':
-            dq = _DQ_END.match(cmd, i + 1)
-            j = dq.end() if dq else n
-            cur.append(cmd[i:j])
-            i = j
-            continue
-        if c == "\\":
-            cur.append(cmd[i:i + 2])
-            i += 2
-            continue
-        if c == "#":
-            if i == 0 or cmd[i - 1] in " \t\n;&|(":
-                e = cmd.find("\n", i)
-                i = n if e < 0 else e
-            else:
-                cur.append(c)
-                i += 1
-            continue
-        if cmd.startswith("<<", i) and not cmd.startswith("<<<", i):
-            j = i + 2
-            strip_tabs = j < n and cmd[j] == "-"
-            j += strip_tabs
-            while j < n and cmd[j] in " \t":
-                j += 1
-            delim, j = _read_word(cmd, j)
-            if delim:
-                pending.append((segs[-1], delim, strip_tabs))
-                i = j
-                continue
-            cur.append(cmd[i:i + 2])
-            i += 2
-            continue
-        if c == "<":
-            cur.append(c)
-            i += 1
-            continue
-        if c == ">" or (c == "&" and cmd.startswith("&>", i)):
-            j = i + (2 if c == "&" else 1)
-            if j < n and cmd[j] in ">|":
-                j += 1
-            while j < n and cmd[j] in " \t":
-                j += 1
-            if j < n and cmd[j] == "&":          # 2>&1, >&2: a duplication, no file
-                j += 1
-                while j < n and (cmd[j].isdigit() or cmd[j] == "-"):
-                    j += 1
-            else:
-                target, j = _read_word(cmd, j)
-                segs[-1].redirects.append(target)
-            if cur and cur[-1][-1:].isdigit():
-                cur[-1] = cur[-1][:-1]
-            i = j
-            continue
-        if c == "\n" and pending:
-            flush()
-            body_start = i + 1
-            for seg, delim, strip_tabs in pending:
-                lines, k = [], body_start
-                while k < n:
-                    e = cmd.find("\n", k)
-                    e = n if e < 0 else e
-                    line = cmd[k:e]
-                    k = e + 1
-                    if (line.lstrip("\t") if strip_tabs else line).strip() == delim:
-                        break
-                    lines.append(line)
-                seg.heredocs.append("\n".join(lines))
-                body_start = k
-            pending.clear()
-            i = body_start
-            continue
-        flush()                                   # ; | & newline ( ) `
-        i += 2 if cmd.startswith(("&&", "||"), i) else 1
-    flush()
-    return [s for s in segs if s.text or s.redirects or s.heredocs]
-
-
-def _tokens(text: str) -> list[str]:
-    """Shell words with quotes removed (a fast approximation of shlex)."""
-    return [_unquote(w) for w in _TOKEN.findall(text)]
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -320,6 +170,8 @@ def _segment_writes(prog: str, args: list[str], heredocs: list[str]) -> bool:
 
 @dataclass(frozen=True)
 class ShellFacts:
+    """What a command line does: whether it writes, whether it is mini-swe-agent's
+    submit, and the programs it runs (which `resultstatus` reads an exit code by)."""
     writes: bool
     submits: bool
     programs: tuple[str, ...]
@@ -327,14 +179,6 @@ class ShellFacts:
     @property
     def kind(self) -> str:
         return WRITE if self.writes or self.submits else READ
-
-    @property
-    def searches(self) -> bool:
-        return any(p in SEARCH_PROGRAMS for p in self.programs)
-
-    @property
-    def runs_code(self) -> bool:
-        return any(p in CODE_RUNNERS or re.fullmatch(r"python\d+(?:\.\d+)?", p) for p in self.programs)
 
 
 def shell_facts(command: str) -> ShellFacts:
@@ -345,7 +189,7 @@ def shell_facts(command: str) -> ShellFacts:
     submits = any(m in command for m in SUBMIT_MARKERS)
     writes, programs = False, []
     for seg in split_command(command):
-        prog, args = _program(_tokens(seg.text))
+        prog, args = _program(shell_words(seg.text))
         if prog == "git" and args[:1] == ["grep"]:
             prog = "grep"
         programs.append(prog)
@@ -456,95 +300,3 @@ def classify_tool(name: str, args: dict) -> str:
         return READ if _arg_text(args, "command", "action").lower() in EDITOR_READ_COMMANDS else WRITE
     words = tool_words(name)
     return WRITE if words and words[0] in WRITE_VERBS else READ
-
-
-# ---- results: ok, empty or error -----------------------------------------------------------------
-
-FAILED_EXIT_CODES = {124: "timed out", 126: "not executable", 127: "command not found", 137: "killed",
-                     139: "crashed (segmentation fault)"}
-"""Exit codes that mean the command did not run to an answer: always an error."""
-
-ERROR_OUTPUT = re.compile(
-    r"^(?:Traceback \(most recent call last\)"
-    r"|.*\bcommand not found\b|.*: No such file or directory|.*: Permission denied|.*\bsyntax error\b"
-    r"|(?:\S+: )?(?:error|fatal|usage): |ERROR: |\w*(?:Error|Exception): )", re.M | re.I)
-"""Output lines that say a non-zero exit was a failure, not an answer:
-tracebacks, `command not found`, missing files, `error:`/`fatal:`/`usage:`
-(git, patch, argparse), pytest's `ERROR: not found`, `SomethingError: ...`."""
-
-CODE_RUNNERS = frozenset({"python", "python2", "python3", "pytest", "py.test", "tox", "nox", "coverage", "node",
-                          "ruby", "rspec", "go", "cargo", "java", "mvn", "gradle", "make", "ctest", "php", "perl"})
-"""Programs that run the code under work (an interpreter, a test runner, a
-build). Their non-zero exit is the answer to what the agent asked (does it
-run, do the tests pass?): the traceback or the failing tests are evidence
-about the code, judged for novelty like any output, not a tool failure. A
-coding agent that fixes one import error after another gets a new
-traceback each time; one that reruns an unchanged failure gets the same
-one, which is no progress. Unless the runner itself could not start
-(`RUNNER_FAILED`)."""
-
-RUNNER_FAILED = re.compile(
-    r"^(?:.*can't open file|.*: No such file or directory|.*\bcommand not found\b|ERROR: (?:file or directory )?not found"
-    r"|(?:\S+: )?usage: |.*: error: unrecognized arguments)", re.M | re.I)
-"""Output lines that say a code runner never ran the code: a missing script
-or test id, a bad command line."""
-
-EMPTY_JSON_RESULTS = frozenset({"[]", "{}", "null", '""'})
-"""A tool that returned an empty JSON value found nothing: an empty read (a
-search with no flights is not evidence)."""
-
-
-def shell_status(kind: str, returncode: int | None, output: str, facts: ShellFacts | None = None,
-                 exception: str = "") -> str:
-    """The status of a command that ran with `returncode` and printed `output`.
-
-    - no exit code, a negative one, an exception (the harness's timeout) or
-      one of `FAILED_EXIT_CODES`: error;
-    - exit 0: a write is `ok` whatever it printed; a read is `ok` with output
-      and `empty` without;
-    - non-zero exit of a write: error (the change failed or half-happened);
-    - non-zero exit of a read with no output: `empty` when it searched
-      (`SEARCH_PROGRAMS`: grep found nothing), else error;
-    - non-zero exit of a read that runs code (`CODE_RUNNERS`) with output:
-      `ok`, its traceback or failing tests are evidence about the code,
-      unless the runner never ran it (`RUNNER_FAILED`): error;
-    - non-zero exit of another read whose output matches `ERROR_OUTPUT`: error;
-    - any other non-zero read: `ok`. Its output is evidence: failing tests,
-      lint findings, `diff` differences, `grep -c` printing 0.
-    """
-    if exception or returncode is None or returncode < 0 or returncode in FAILED_EXIT_CODES:
-        return ERROR
-    blank = not output.strip()
-    if returncode == 0:
-        return OK if kind == WRITE or not blank else EMPTY
-    if kind == WRITE:
-        return ERROR
-    if blank:
-        return EMPTY if facts is not None and facts.searches else ERROR
-    if facts is not None and facts.runs_code:
-        return ERROR if RUNNER_FAILED.search(output) else OK
-    return ERROR if ERROR_OUTPUT.search(output) else OK
-
-
-TEXT_ERROR = re.compile(r"^\s*(?:error\b|exception\b|traceback \(most recent call last\))", re.I)
-"""A function tool's result that starts like this reports a failure (tau-bench's `Error: ...`)."""
-
-
-def text_status(result: str) -> str:
-    """The status of a function tool's result text: `empty` when blank or an
-    empty JSON value (`EMPTY_JSON_RESULTS`); `error` when it starts with
-    `Error`, `Exception` or a traceback, or is a JSON object with a non-empty
-    `error` key; otherwise `ok`."""
-    text = result.strip()
-    if not text or text in EMPTY_JSON_RESULTS:
-        return EMPTY
-    if TEXT_ERROR.match(text):
-        return ERROR
-    if text.startswith("{") and '"error"' in text:
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):
-            return OK
-        if isinstance(obj, dict) and obj.get("error"):
-            return ERROR
-    return OK

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig, PatienceRule
@@ -277,19 +277,6 @@ def replies(log: RoundLog, user_turns: str = "reset") -> list[RoundLog]:
     for i, s in enumerate(starts):
         e = starts[i + 1] - 1 if i + 1 < len(starts) else len(log.rounds)
         out.append(RoundLog(log.path, log.source, log.labels, log.rounds[s - 1:e]))
-    return out
-
-
-def round_log_files(paths: Iterable[str | Path]) -> list[Path]:
-    out: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            out.extend(sorted(p.glob("*.jsonl"), key=lambda q: (len(q.stem), q.stem)))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise UserInputError("no such file or directory", file=str(p))
     return out
 
 
