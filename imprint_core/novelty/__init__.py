@@ -15,7 +15,7 @@ Where things live (start with rule.py):
 - store.py: the bounded two-generation stores the tracker remembers with.
 - _fast_masks.py (over _mask_finders.py, where each mask could match),
   _bulk_shingle_counts.py: speed-ups, quarantined; each gives the answer of a plain
-  definition elsewhere (tests/test_novelty_speed_invariants.py).
+  definition elsewhere (tests/core/novelty/test_novelty_speed_invariants.py).
 
 Speed is measured by benchmarks/bench_novelty.py. Hot numpy code calls array
 methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those

@@ -8,7 +8,7 @@ how many distinct shingles of its unseen windows the store does not hold.
 Here a stable sort brings equal fingerprints together with their windows
 (and so their results) still in order, every distinct fingerprint of the
 round is looked up once, and bincounts do the per-window and per-result sums.
-tests/test_novelty_speed_invariants.py checks it against a plain tracker.
+tests/core/novelty/test_novelty_speed_invariants.py checks it against a plain tracker.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ The literal searches run on a "shape" of the text in which every ASCII digit
 character takes the plain path. A finder and its pattern sit in one entry of
 `normalization.MASKS`: whoever edits the pattern edits the finder's promise
 too. `_fast_masks` applies the masks through these finders;
-tests/test_novelty_speed_invariants.py compares both paths on every near miss
+tests/core/novelty/test_novelty_speed_invariants.py compares both paths on every near miss
 of every mask and on random text.
 """
 from __future__ import annotations

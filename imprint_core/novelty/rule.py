@@ -39,7 +39,7 @@ ADR 0102 and research-loop.md ("Progress"), as this module applies them:
 
 The counting itself is done in bulk by _bulk_shingle_counts.py; judging results one by one
 (judge, then commit_round) gives the same verdicts as observe_round.
-tests/test_novelty_speed_invariants.py checks both against a plain tracker.
+tests/core/novelty/test_novelty_speed_invariants.py checks both against a plain tracker.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ and a cycle (A B A B, A B C A B C) stays visible as long as it fits.
 BoundedHashSet is that rule over Python sets (paragraph and error hashes, a
 few per result); FingerprintStore is the same rule over numpy hash tables
 (_Table) for the shingles, looked up a whole round's array at a time.
-tests/test_novelty_speed_invariants.py checks that the two agree.
+tests/core/novelty/test_novelty_speed_invariants.py checks that the two agree.
 """
 from __future__ import annotations
 
