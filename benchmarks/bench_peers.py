@@ -1,4 +1,4 @@
-"""Long conversations against peer servers (a script, not a test): issue 15, item 1.
+"""Long conversations: our local provider against peer servers (a script, not a test).
 
 A growing research conversation on SmolLM2-135M, run side by side in one
 run through our local provider and through the peer servers of
@@ -422,7 +422,7 @@ def arithmetic(local: Any, r2: dict, rn: dict) -> list[str]:
         lines.append(f"| {label} | {fn(r2)} | {fn(rn)} |")
     lines += ["", "A prefilled token costs the linear layers' arithmetic plus attention over everything before it; "
               "a decoded token reads the weights plus the whole KV cache. Both grow with the context whatever the "
-              "kernel, so the limit of issue 15 (every round at short-context rates) is a bound that exact attention "
+              "kernel, so the machine's limit (every round at short-context rates) is a bound that exact attention "
               "cannot reach at this context; the part of the growth that was overhead (cache copies, per-layer mask "
               "conversion, repeated key/value heads) is what the provider removed."]
     return lines

@@ -1,4 +1,4 @@
-"""reports/mutation.md from the last `mutmut run` (`make mutate`, issue 12).
+"""reports/mutation.md from the last `mutmut run` (`make mutate`).
 
 Reads the files mutated (`[tool.mutmut] only_mutate` in pyproject.toml, the
 one list), mutmut's per-file results (mutants/<file>.meta) and the verdicts

@@ -264,7 +264,7 @@ class RegexTokenCounter(TokenCounter):
         return units
 
 
-# ---- counting modes (issue 14) -------------------------------------------------------------
+# ---- counting modes: which counter a provider's requests are counted with ----------------------------
 # The modes that count, each giving a figure of its own (`RequestRecord.estimates`,
 # the report's and the gate's `est_<mode>` columns); `auto` counts with one of them.
 COUNTED_MODES: tuple[str, ...] = ("byte", "calibrated", "tokenizer")

@@ -81,7 +81,7 @@ Dtype = Literal["auto", "bfloat16", "float32"]
 # memory (reports/bench/local.json, section "dtype"). Without it (AVX2 only)
 # torch emulates bf16: prefill measured 5-6x slower than float32 (52-62
 # against 273-366 tokens/s on 650 tokens), and each bf16 decode step upcast
-# the whole KV cache, which grows with the context (issue 15;
+# the whole KV cache, which grows with the context (measured in
 # reports/bench/peers-profile.md).
 DEFAULT_DTYPE: Dtype = "auto"
 
