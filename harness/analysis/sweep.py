@@ -17,10 +17,17 @@ run, never on patience, so it is computed once per (run, config) and kept:
 
 What is missing is computed by `compute_progress`: inline (`jobs=1`), on a
 local process pool (`jobs=N`, the default all cores), or on a Dask
-distributed cluster (`scheduler=ADDRESS`). Work is cut into (config, chunk of
-runs) items, chunks balanced by text size; the result does not depend on
-how it was cut or where it ran. Every patience value then replays the
-cheap counter: `stop_rounds` finds the stop of every patience in one pass.
+distributed cluster (`scheduler=ADDRESS`). Work is cut into (configs, chunk
+of runs) items, chunks balanced by text size; the result does not depend on
+how it was cut or where it ran. With `share` (the default) an item holds
+every config a run misses, and a worker judges each reply under all of them
+back to back inside `novelty.shared_work()`: the configs share the
+normalization, segmentation and shingles of each text, so a grid costs
+about one normalization per profile and one shingling per width plus the
+counting of each config. `share=False` is the path before sharing, one
+config per item, kept to measure the two side by side
+(benchmarks/bench_tune.py). Every patience value then replays the cheap
+counter: `stop_rounds` finds the stop of every patience in one pass.
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from imprint_core.errors import UserInputError
-from imprint_core.novelty import NoveltyConfig
+from imprint_core.novelty import NoveltyConfig, shared_work
 
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ..realruns.noveltyfields import config_key
@@ -261,8 +268,27 @@ def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
     return [round_progress(rep, config) for rep in reps]
 
 
-def _compute_chunk(config: NoveltyConfig, runs: Sequence[Sequence[RoundLog]]) -> list[list[str]]:
-    return [_encode(progress_of(reps, config)) for reps in runs]
+def shared_progress(reps: Sequence[RoundLog], configs: Sequence[NoveltyConfig]) -> list[Progress]:
+    """progress_of(reps, c) for every config c, each reply judged under every
+    config back to back, so that they share its normalized text and shingles."""
+    out: list[Progress] = [[] for _ in configs]
+    with shared_work():
+        for rep in reps:
+            for got, config in zip(out, configs):
+                got.append(round_progress(rep, config))
+    return out
+
+
+Item = tuple[tuple[int, ...], list[int]]
+"""A work item: (config indexes, run indexes), every config over every run."""
+
+
+def _compute_chunk(configs: Sequence[NoveltyConfig], runs: Sequence[Sequence[RoundLog]],
+                   share: bool = True) -> list[list[list[str]]]:
+    """Per run, per config: its progress, encoded."""
+    if share:
+        return [[_encode(p) for p in shared_progress(reps, configs)] for reps in runs]
+    return [[_encode(progress_of(reps, c)) for c in configs] for reps in runs]
 
 
 _WORKER_RUNS: list[list[RoundLog]] = []
@@ -273,47 +299,56 @@ def _init_worker(runs: list[list[RoundLog]]) -> None:
     _WORKER_RUNS = runs
 
 
-def _pool_item(item: tuple[NoveltyConfig, list[int]]) -> list[list[str]]:
-    config, idx = item
-    return _compute_chunk(config, [_WORKER_RUNS[i] for i in idx])
+def _pool_item(item: tuple[list[NoveltyConfig], list[int], bool]) -> list[list[list[str]]]:
+    configs, idx, share = item
+    return _compute_chunk(configs, [_WORKER_RUNS[i] for i in idx], share)
 
 
 def _weight(reps: Sequence[RoundLog]) -> int:
     return sum(len(c.result) + 200 for rep in reps for r in rep.rounds for c in r.calls) + 1
 
 
-def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int) -> list[tuple[int, list[int]]]:
-    """(config index, run indexes) work items: per config, its missing runs in
-    enough chunks to keep `jobs` workers busy, balanced by weight (largest
-    first onto the lightest chunk)."""
-    per_config = max(1, -(-jobs * 3 // max(1, len(missing)))) if jobs > 1 else 1
-    items: list[tuple[int, list[int]]] = []
-    for ci, idx in missing.items():
-        n = min(per_config, len(idx))
+def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int, share: bool = True) -> list[Item]:
+    """Work items for the (run, config) pairs missing (configs by run): runs
+    that miss the same configs together, all of those configs in each item
+    (`share`), or one config per item; each group in enough chunks to keep
+    `jobs` workers busy, balanced by weight (largest first onto the lightest
+    chunk)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for ri, cis in missing.items():
+        if share:
+            groups.setdefault(tuple(cis), []).append(ri)
+        else:
+            for ci in cis:
+                groups.setdefault((ci,), []).append(ri)
+    per_group = max(1, -(-jobs * 3 // max(1, len(groups)))) if jobs > 1 else 1
+    items: list[Item] = []
+    for cis, idx in sorted(groups.items()):
+        n = min(per_group, len(idx))
         bins: list[list[int]] = [[] for _ in range(n)]
         load = [0] * n
         for ri in sorted(idx, key=lambda i: (-weights[i], i)):
             b = min(range(n), key=lambda k: (load[k], k))
             bins[b].append(ri)
             load[b] += weights[ri]
-        items += [(ci, sorted(b)) for b in bins if b]
-    return sorted(items, key=lambda it: -sum(weights[i] for i in it[1]))
+        items += [(cis, sorted(b)) for b in bins if b]
+    return sorted(items, key=lambda it: -len(it[0]) * sum(weights[i] for i in it[1]))
 
 
-Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[tuple[int, list[int]]]], list[list[list[str]]]]
+Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[Item], bool], list[list[list[list[str]]]]]
 
 
-def run_inline(configs, runs, items):
-    return [_compute_chunk(configs[ci], [runs[i] for i in idx]) for ci, idx in items]
+def run_inline(configs, runs, items, share=True):
+    return [_compute_chunk([configs[ci] for ci in cis], [runs[i] for i in idx], share) for cis, idx in items]
 
 
 def run_pool(jobs: int) -> Runner:
-    def run(configs, runs, items):
+    def run(configs, runs, items, share=True):
         if jobs <= 1 or len(items) <= 1:
-            return run_inline(configs, runs, items)
+            return run_inline(configs, runs, items, share)
         with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
                                  initargs=(runs,)) as pool:
-            return list(pool.map(_pool_item, [(configs[ci], idx) for ci, idx in items]))
+            return list(pool.map(_pool_item, [([configs[ci] for ci in cis], idx, share) for cis, idx in items]))
     return run
 
 
@@ -321,14 +356,14 @@ def run_dask(scheduler: Any) -> Runner:
     """On a Dask distributed cluster: `scheduler` is its address (or a
     `distributed.Client`). Every run is scattered to the cluster once; the
     workers need this package importable."""
-    def run(configs, runs, items):
+    def run(configs, runs, items, share=True):
         from distributed import Client
         client = scheduler if isinstance(scheduler, Client) else Client(scheduler, set_as_default=False)
         try:
             needed = sorted({i for _, idx in items for i in idx})
             futures = dict(zip(needed, client.scatter([runs[i] for i in needed])))
-            jobs = [client.submit(_compute_chunk, configs[ci], [futures[i] for i in idx], pure=False)
-                    for ci, idx in items]
+            jobs = [client.submit(_compute_chunk, [configs[ci] for ci in cis], [futures[i] for i in idx], share,
+                                  pure=False) for cis, idx in items]
             return client.gather(jobs)
         finally:
             if client is not scheduler:
@@ -354,14 +389,15 @@ class ComputeStats:
 
 
 def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], *, jobs: int | None = None,
-                     scheduler: Any = None, cache: ProgressCache | None = None) -> tuple[dict[tuple[int, int], Progress],
-                                                                                       ComputeStats]:
+                     scheduler: Any = None, cache: ProgressCache | None = None,
+                     share: bool = True) -> tuple[dict[tuple[int, int], Progress], ComputeStats]:
     """Progress of every (config, run): from the cache where it is, computed
-    (once, wherever `jobs`/`scheduler` say) where it is not."""
+    (once, wherever `jobs`/`scheduler` say; configs sharing work where
+    `share`) where it is not."""
     cache = cache or ProgressCache()
     keys = [config_key(c) for c in configs]
     out: dict[tuple[int, int], Progress] = {}
-    missing: dict[int, list[int]] = {}
+    missing: dict[int, list[int]] = {}     # run -> the configs it misses
     stats = ComputeStats(pairs=len(configs) * len(runs))
     before_mem, before_disk = cache.hits_memory, cache.hits_disk
     first = {}            # runs of equal content are computed once: the first stands for the others
@@ -373,19 +409,20 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
             if hit is not None:
                 out[(ci, ri)] = hit
             elif first[run.digest] == ri:
-                missing.setdefault(ci, []).append(ri)
+                missing.setdefault(ri, []).append(ci)
     stats.memory, stats.disk = cache.hits_memory - before_mem, cache.hits_disk - before_disk
     runner, stats.where = runner_for(jobs, scheduler)
     if missing:
-        items = plan(missing, [_weight(r.replies) for r in runs], jobs or os.cpu_count() or 1)
+        items = plan(missing, [_weight(r.replies) for r in runs], jobs or os.cpu_count() or 1, share)
         stats.items = len(items)
-        results = runner(list(configs), [r.replies for r in runs], items)
-        for (ci, idx), encoded in zip(items, results):
-            for ri, enc in zip(idx, encoded):
-                progress = _decode(enc)
-                cache.put(runs[ri].digest, keys[ci], progress)
-                out[(ci, ri)] = progress
-                stats.computed += 1
+        results = runner(list(configs), [r.replies for r in runs], items, share)
+        for (cis, idx), encoded in zip(items, results):
+            for ri, per_config in zip(idx, encoded):
+                for ci, enc in zip(cis, per_config):
+                    progress = _decode(enc)
+                    cache.put(runs[ri].digest, keys[ci], progress)
+                    out[(ci, ri)] = progress
+                    stats.computed += 1
     for ci in range(len(configs)):
         for ri, run in enumerate(runs):
             out.setdefault((ci, ri), out[(ci, first[run.digest])])
