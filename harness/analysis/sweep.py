@@ -17,10 +17,22 @@ run, never on patience, so it is computed once per (run, config) and kept:
 
 What is missing is computed by `compute_progress`: inline (`jobs=1`), on a
 local process pool (`jobs=N`, the default all cores), or on a Dask
-distributed cluster (`scheduler=ADDRESS`). Work is cut into (config, chunk of
-runs) items, chunks balanced by text size; the result does not depend on
-how it was cut or where it ran. Every patience value then replays the
-cheap counter: `stop_rounds` finds the stop of every patience in one pass.
+distributed cluster (`scheduler=ADDRESS`). Work is cut into (configs, chunk
+of runs) items, chunks balanced by text size; the result does not depend on
+how it was cut or where it ran. With `share` (the default) an item holds
+every config a run misses, and a worker judges each reply under all of them
+back to back inside `novelty.shared_work()`: the configs share the
+normalization, segmentation and shingles of each text, so a grid costs
+about one normalization per profile and one shingling per width plus the
+counting of each config. `share=False` is the path before sharing, one
+config per item, kept to measure the two side by side
+(benchmarks/bench_tune.py). Every patience value then replays the cheap
+counter: `stop_rounds` finds the stop of every patience in one pass.
+
+Memory: a corpus is read a file at a time, and the runs past `HOLD_CHARS`
+of result text keep only what the verdicts need (label, round numbers,
+digest); their replies are read again when their progress is computed, in
+waves of at most that much text, and let go after (benchmarks/bench_scale.py).
 """
 from __future__ import annotations
 
@@ -28,19 +40,19 @@ import hashlib
 import json
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from imprint_core.errors import UserInputError
-from imprint_core.novelty import NoveltyConfig
+from imprint_core.novelty import NoveltyConfig, shared_work
 
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ..realruns.noveltyconfigs import config_key
 from ..realruns.regressionstore import CORPUS as REGRESSIONS
 from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress
-from ..realruns.runfiles import RunFile, load_runs
+from ..realruns.runfiles import RunFile, find_inputs, read_file
 
 Progress = list[list[tuple[str, bool]]]
 """Per reply, per round: (kind, made progress)."""
@@ -84,6 +96,24 @@ class Corpus:
             self.always_dev = self.name == REGRESSIONS
 
 
+HOLD_CHARS = 16_000_000
+"""Result text (`_weight`) a corpus load keeps parsed in memory; the runs
+past it keep only what the verdicts need (label, round numbers, digest) and
+are read again from their files when their progress is computed, a wave
+at a time, so memory stays flat however large the corpus. The labelled
+corpora beside the repository fit (about 7 million)."""
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """Where a run that is not held in memory is read again from."""
+    file: str
+    kind: str
+    named: bool
+    log_path: str             # the run's round log path (one file may hold several runs)
+    user_turns: str
+
+
 @dataclass
 class TuneRun:
     corpus: str
@@ -94,10 +124,37 @@ class TuneRun:
     rounds: int
     label: RunLabel
     numbers: list[list[int]]  # round numbers per reply
-    replies: list[RoundLog] = field(repr=False)
+    replies: list[RoundLog] = field(repr=False)   # a run not held (`source`) reads them again on use
     digest: str = ""
     always_dev: bool = False  # never held out (the regressions corpus)
     full: list[RoundLog] = field(default_factory=list, repr=False)  # the replies with tool names (compare)
+    source: RunSource | None = field(default=None, repr=False)
+    weight: int = 0           # its result text (`_weight`), for balancing work
+
+    @property
+    def held(self) -> bool:
+        """Whether its replies are in memory."""
+        return self.source is None
+
+
+def _held_or_read(name: str):
+    """A TuneRun field that a run not held reads again from its file on use
+    (and then keeps: `compare` reads every run's replies many times)."""
+    def get(run: TuneRun):
+        value = run.__dict__.get(name)
+        if value is None and run.source is not None:
+            run.__dict__["replies"], run.__dict__["full"] = _read_again([run])[0]
+            run.__dict__["source"] = None
+            value = run.__dict__[name]
+        return value
+
+    def put(run: TuneRun, value) -> None:
+        run.__dict__[name] = value
+    return property(get, put)
+
+
+TuneRun.replies = _held_or_read("replies")   # type: ignore[assignment]
+TuneRun.full = _held_or_read("full")         # type: ignore[assignment]
 
 
 def task_of(rf: RunFile) -> str:
@@ -131,15 +188,52 @@ def digest_of(reps: Sequence[RoundLog]) -> str:
     return h.hexdigest()
 
 
-def load_corpus(corpus: Corpus, user_turns: str = "reset") -> tuple[list[TuneRun], list[str]]:
+def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunFile, RunSource]]:
+    """`load_runs`, a file at a time (the runs of one file in memory at once)."""
+    found, warned = find_inputs(paths)
+    warnings += warned
+    for path, kind, named in found:
+        got, warning = read_file(path, kind, named=named)
+        for rf in got:
+            yield rf, RunSource(str(path), kind, named, rf.log.path, "")
+        if warning:
+            warnings.append(warning)
+
+
+def _read_again(runs: Sequence[TuneRun]) -> list[tuple[list[RoundLog], list[RoundLog]]]:
+    """(replies, full) of runs not held, each file read once; a run whose
+    content changed since it was loaded is an error, not another verdict."""
+    by_file: dict[tuple[str, str, bool], dict[str, RoundLog]] = {}
+    out = []
+    for run in runs:
+        src = run.source
+        assert src is not None
+        key = (src.file, src.kind, src.named)
+        if key not in by_file:
+            by_file[key] = {rf.log.path: rf.log for rf in read_file(Path(src.file), src.kind, named=src.named)[0]}
+        log = by_file[key].get(src.log_path)
+        full = replies(log, src.user_turns) if log is not None else []
+        reps = [_slim(r) for r in full]
+        if log is None or digest_of(reps) != run.digest:
+            raise UserInputError("the run changed while it was tuned on", file=src.file,
+                                 expected="run files left as they are until the command ends")
+        out.append((reps, full))
+    return out
+
+
+def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | None = None) -> tuple[list[TuneRun],
+                                                                                                  list[str]]:
     """The labelled runs of a corpus (unlabelled runs cannot be judged and are
     not replayed), and warnings: files skipped, labels that match no run,
-    runs that match a label another run already took."""
+    runs that match a label another run already took. Files are read one at
+    a time; runs past `HOLD_CHARS` of result text (`held`: the count so far,
+    over corpora) are not kept parsed (`TuneRun.source`)."""
     labels: Labels = load_labels([corpus.labels])
-    files, warnings = load_runs(corpus.paths)
+    warnings: list[str] = []
+    held = held if held is not None else [0]
     taken: dict[str, str] = {}
     out: list[TuneRun] = []
-    for rf in files:
+    for rf, source in _run_files(corpus.paths, warnings):
         label = labels.for_run(rf.name, None, rf.log.path)
         if label is None:
             continue
@@ -152,9 +246,14 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset") -> tuple[list[TuneRun
         task = task_of(rf)
         if corpus.always_dev and task == rf.name:     # no task id in its header: a task of its own
             task = f"{corpus.name}:{label.name}"
-        out.append(TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
-                           [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps),
-                           bool(corpus.always_dev), full))
+        weight = _weight(reps)
+        run = TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
+                      [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps),
+                      bool(corpus.always_dev), full, weight=weight)
+        held[0] += weight
+        if held[0] > HOLD_CHARS:       # past what is kept: read again when its progress is computed
+            run.__dict__.update(replies=None, full=None, source=replace(source, user_turns=user_turns))
+        out.append(run)
     unmatched = [n for n in labels.runs if n not in taken]
     if unmatched:
         warnings.append(f"{corpus.name}: {len(unmatched)} label(s) match no run: {', '.join(unmatched[:8])}"
@@ -174,8 +273,9 @@ def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset") -> tuple[
                              expected="one labels file per corpus, with distinct names")
     runs: list[TuneRun] = []
     warnings: list[str] = []
+    held = [0]
     for c in corpora:
-        r, w = load_corpus(c, user_turns)
+        r, w = load_corpus(c, user_turns, held)
         runs += r
         warnings += w
     return runs, warnings
@@ -261,8 +361,27 @@ def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
     return [round_progress(rep, config) for rep in reps]
 
 
-def _compute_chunk(config: NoveltyConfig, runs: Sequence[Sequence[RoundLog]]) -> list[list[str]]:
-    return [_encode(progress_of(reps, config)) for reps in runs]
+def shared_progress(reps: Sequence[RoundLog], configs: Sequence[NoveltyConfig]) -> list[Progress]:
+    """progress_of(reps, c) for every config c, each reply judged under every
+    config back to back, so that they share its normalized text and shingles."""
+    out: list[Progress] = [[] for _ in configs]
+    with shared_work():
+        for rep in reps:
+            for got, config in zip(out, configs):
+                got.append(round_progress(rep, config))
+    return out
+
+
+Item = tuple[tuple[int, ...], list[int]]
+"""A work item: (config indexes, run indexes), every config over every run."""
+
+
+def _compute_chunk(configs: Sequence[NoveltyConfig], runs: Sequence[Sequence[RoundLog]],
+                   share: bool = True) -> list[list[list[str]]]:
+    """Per run, per config: its progress, encoded."""
+    if share:
+        return [[_encode(p) for p in shared_progress(reps, configs)] for reps in runs]
+    return [[_encode(progress_of(reps, c)) for c in configs] for reps in runs]
 
 
 _WORKER_RUNS: list[list[RoundLog]] = []
@@ -273,47 +392,75 @@ def _init_worker(runs: list[list[RoundLog]]) -> None:
     _WORKER_RUNS = runs
 
 
-def _pool_item(item: tuple[NoveltyConfig, list[int]]) -> list[list[str]]:
-    config, idx = item
-    return _compute_chunk(config, [_WORKER_RUNS[i] for i in idx])
+def _pool_item(item: tuple[list[NoveltyConfig], list[int], bool]) -> list[list[list[str]]]:
+    configs, idx, share = item
+    return _compute_chunk(configs, [_WORKER_RUNS[i] for i in idx], share)
 
 
 def _weight(reps: Sequence[RoundLog]) -> int:
     return sum(len(c.result) + 200 for rep in reps for r in rep.rounds for c in r.calls) + 1
 
 
-def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int) -> list[tuple[int, list[int]]]:
-    """(config index, run indexes) work items: per config, its missing runs in
-    enough chunks to keep `jobs` workers busy, balanced by weight (largest
-    first onto the lightest chunk)."""
-    per_config = max(1, -(-jobs * 3 // max(1, len(missing)))) if jobs > 1 else 1
-    items: list[tuple[int, list[int]]] = []
-    for ci, idx in missing.items():
-        n = min(per_config, len(idx))
+def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int, share: bool = True,
+         max_weight: int | None = None) -> list[Item]:
+    """Work items for the (run, config) pairs missing (configs by run): runs
+    that miss the same configs together, all of those configs in each item
+    (`share`), or one config per item; each group in enough chunks to keep
+    `jobs` workers busy and none heavier than about `max_weight`, balanced
+    by weight (largest first onto the lightest chunk)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for ri, cis in missing.items():
+        if share:
+            groups.setdefault(tuple(cis), []).append(ri)
+        else:
+            for ci in cis:
+                groups.setdefault((ci,), []).append(ri)
+    per_group = max(1, -(-jobs * 3 // max(1, len(groups)))) if jobs > 1 else 1
+    items: list[Item] = []
+    for cis, idx in sorted(groups.items()):
+        n = per_group
+        if max_weight:
+            n = max(n, -(-sum(weights[i] for i in idx) // max_weight))
+        n = min(n, len(idx))
         bins: list[list[int]] = [[] for _ in range(n)]
         load = [0] * n
         for ri in sorted(idx, key=lambda i: (-weights[i], i)):
             b = min(range(n), key=lambda k: (load[k], k))
             bins[b].append(ri)
             load[b] += weights[ri]
-        items += [(ci, sorted(b)) for b in bins if b]
-    return sorted(items, key=lambda it: -sum(weights[i] for i in it[1]))
+        items += [(cis, sorted(b)) for b in bins if b]
+    return sorted(items, key=lambda it: -len(it[0]) * sum(weights[i] for i in it[1]))
 
 
-Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[tuple[int, list[int]]]], list[list[list[str]]]]
+def _waves(items: list[Item], runs: Sequence[TuneRun]) -> list[list[Item]]:
+    """Items in waves whose runs not held in memory come to at most
+    HOLD_CHARS of result text (one wave when every run is held)."""
+    waves: list[list[Item]] = [[]]
+    load = 0
+    for item in items:
+        w = sum(runs[i].weight for i in item[1] if not runs[i].held)
+        if waves[-1] and w and load + w > HOLD_CHARS:
+            waves.append([])
+            load = 0
+        waves[-1].append(item)
+        load += w
+    return waves
 
 
-def run_inline(configs, runs, items):
-    return [_compute_chunk(configs[ci], [runs[i] for i in idx]) for ci, idx in items]
+Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[Item], bool], list[list[list[list[str]]]]]
+
+
+def run_inline(configs, runs, items, share=True):
+    return [_compute_chunk([configs[ci] for ci in cis], [runs[i] for i in idx], share) for cis, idx in items]
 
 
 def run_pool(jobs: int) -> Runner:
-    def run(configs, runs, items):
+    def run(configs, runs, items, share=True):
         if jobs <= 1 or len(items) <= 1:
-            return run_inline(configs, runs, items)
+            return run_inline(configs, runs, items, share)
         with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
                                  initargs=(runs,)) as pool:
-            return list(pool.map(_pool_item, [(configs[ci], idx) for ci, idx in items]))
+            return list(pool.map(_pool_item, [([configs[ci] for ci in cis], idx, share) for cis, idx in items]))
     return run
 
 
@@ -321,14 +468,14 @@ def run_dask(scheduler: Any) -> Runner:
     """On a Dask distributed cluster: `scheduler` is its address (or a
     `distributed.Client`). Every run is scattered to the cluster once; the
     workers need this package importable."""
-    def run(configs, runs, items):
+    def run(configs, runs, items, share=True):
         from distributed import Client
         client = scheduler if isinstance(scheduler, Client) else Client(scheduler, set_as_default=False)
         try:
             needed = sorted({i for _, idx in items for i in idx})
             futures = dict(zip(needed, client.scatter([runs[i] for i in needed])))
-            jobs = [client.submit(_compute_chunk, configs[ci], [futures[i] for i in idx], pure=False)
-                    for ci, idx in items]
+            jobs = [client.submit(_compute_chunk, [configs[ci] for ci in cis], [futures[i] for i in idx], share,
+                                  pure=False) for cis, idx in items]
             return client.gather(jobs)
         finally:
             if client is not scheduler:
@@ -354,14 +501,15 @@ class ComputeStats:
 
 
 def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], *, jobs: int | None = None,
-                     scheduler: Any = None, cache: ProgressCache | None = None) -> tuple[dict[tuple[int, int], Progress],
-                                                                                       ComputeStats]:
+                     scheduler: Any = None, cache: ProgressCache | None = None,
+                     share: bool = True) -> tuple[dict[tuple[int, int], Progress], ComputeStats]:
     """Progress of every (config, run): from the cache where it is, computed
-    (once, wherever `jobs`/`scheduler` say) where it is not."""
+    (once, wherever `jobs`/`scheduler` say; configs sharing work where
+    `share`) where it is not."""
     cache = cache or ProgressCache()
     keys = [config_key(c) for c in configs]
     out: dict[tuple[int, int], Progress] = {}
-    missing: dict[int, list[int]] = {}
+    missing: dict[int, list[int]] = {}     # run -> the configs it misses
     stats = ComputeStats(pairs=len(configs) * len(runs))
     before_mem, before_disk = cache.hits_memory, cache.hits_disk
     first = {}            # runs of equal content are computed once: the first stands for the others
@@ -373,19 +521,30 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
             if hit is not None:
                 out[(ci, ri)] = hit
             elif first[run.digest] == ri:
-                missing.setdefault(ci, []).append(ri)
+                missing.setdefault(ri, []).append(ci)
     stats.memory, stats.disk = cache.hits_memory - before_mem, cache.hits_disk - before_disk
     runner, stats.where = runner_for(jobs, scheduler)
     if missing:
-        items = plan(missing, [_weight(r.replies) for r in runs], jobs or os.cpu_count() or 1)
+        workers = jobs or os.cpu_count() or 1
+        streamed = any(not runs[ri].held for ri in missing)
+        items = plan(missing, [r.weight or _weight(r.replies) for r in runs], workers, share,
+                     HOLD_CHARS // (2 * workers) if streamed else None)
         stats.items = len(items)
-        results = runner(list(configs), [r.replies for r in runs], items)
-        for (ci, idx), encoded in zip(items, results):
-            for ri, enc in zip(idx, encoded):
-                progress = _decode(enc)
-                cache.put(runs[ri].digest, keys[ci], progress)
-                out[(ci, ri)] = progress
-                stats.computed += 1
+        for wave in _waves(items, runs):
+            # The runs not held are read again for their wave only, and let go after it.
+            needed = sorted({i for _, idx in wave for i in idx})
+            reps: list = [runs[ri].replies if runs[ri].held else None for ri in range(len(runs))]
+            again = [ri for ri in needed if not runs[ri].held]
+            for ri, (got, _) in zip(again, _read_again([runs[ri] for ri in again])):
+                reps[ri] = got
+            results = runner(list(configs), reps, wave, share)
+            for (cis, idx), encoded in zip(wave, results):
+                for ri, per_config in zip(idx, encoded):
+                    for ci, enc in zip(cis, per_config):
+                        progress = _decode(enc)
+                        cache.put(runs[ri].digest, keys[ci], progress)
+                        out[(ci, ri)] = progress
+                        stats.computed += 1
     for ci in range(len(configs)):
         for ri, run in enumerate(runs):
             out.setdefault((ci, ri), out[(ci, first[run.digest])])

@@ -304,13 +304,14 @@ def cross_validate(scores: Scores, split: Split, parts: dict[str, str], folds: d
 def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: Sequence[int], *,
          grid: dict[str, list[Any]] | None = None, held: Sequence[str] = (), split: Split = Split(),
          rule: Rule = Rule(), slack: int = LOOP_SLACK, jobs: int | None = None, scheduler: Any = None,
-         cache: ProgressCache | None = None) -> Tuning:
-    """Sweep every setting over the labelled runs, split them by task, choose on dev, report the rest."""
+         cache: ProgressCache | None = None, share: bool = True) -> Tuning:
+    """Sweep every setting over the labelled runs, split them by task, choose on dev, report the rest.
+    `share`: the configs share each text's normalization and shingles (`sweep.compute_progress`)."""
     settings = settings_for(configs, patiences)
     all_configs = list(dict.fromkeys(s.key for s in settings))
     by_key = {s.key: s.config for s in settings}
     progress, stats = compute_progress(runs, [by_key[k] for k in all_configs], jobs=jobs, scheduler=scheduler,
-                                       cache=cache)
+                                       cache=cache, share=share)
     cindex = {k: i for i, k in enumerate(all_configs)}
     stops = np.full((len(settings), len(runs)), -1, dtype=np.int64)
     wanted = sorted({s.patience for s in settings})

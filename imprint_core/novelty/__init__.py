@@ -16,11 +16,14 @@ Where things live (start with rule.py):
 - _fast_masks.py (over _mask_finders.py, where each mask could match),
   _bulk_shingle_counts.py: speed-ups, quarantined; each gives the answer of a plain
   definition elsewhere (tests/core/novelty/test_novelty_speed_invariants.py).
+- _memo.py: `shared_work()`, the pure steps (normalize, segment, shingle)
+  remembered per thread, so that a sweep's configs share them.
 
 Speed is measured by benchmarks/bench_novelty.py. Hot numpy code calls array
 methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those
 functions adds a Python call, and there are dozens per round.
 """
+from ._memo import shared_work
 from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
 from .normalization import NORMALIZATIONS, PROFILES, normalize
 from .rule import NoveltyConfig, NoveltyTracker, PatienceRule
@@ -28,4 +31,4 @@ from .segmentation import segment
 
 # What code outside the package imports; the rest is reached by its module.
 __all__ = ["NORMALIZATIONS", "PROFILES", "NoveltyConfig", "NoveltyTracker", "PatienceRule", "SHINGLE_WORDS", "WINDOW_WORDS",
-           "normalize", "segment", "shingles"]
+           "normalize", "segment", "shared_work", "shingles"]

@@ -35,6 +35,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ._memo import frozen, shared
+
 SHINGLE_WORDS = 5
 WINDOW_WORDS = 200                   # a long span is cut into windows of about this many words
 WINDOW_MIN = WINDOW_WORDS // 2       # no window is shorter, but a whole span
@@ -219,9 +221,11 @@ def _lines(data: bytes, kinds: np.ndarray, seps: np.ndarray, index: np.ndarray, 
 Exclude = Callable[[Lines], "np.ndarray | None"]   # the words not to judge, as flags (None: every word is judged)
 
 
-def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool = False,
-               exclude: Exclude | None = None) -> Windows | None:
-    """The windows of units (see the module's docstring) and their shingles."""
+@shared(key=lambda units, width: (width, tuple(units)), size=lambda units, width: sum(map(len, units)),
+        keep=frozen)
+def _shingled(units: Sequence[str], width: int) -> tuple | None:
+    """The units' canonical lines and their `width`-word shingles: what every
+    config of that width shares, whatever its windows (`windows_of`)."""
     text = canonical(units)
     if text is None:
         return None
@@ -243,7 +247,17 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
     starts = bounds[sh_first]
     starts += 1
     h = _span_hashes(text.data, starts, bounds[sh_last + 1])
-    mixed = mix64(h)
+    return text, counts, offsets, sh_first, sh_last, sh_line, h, mix64(h)
+
+
+def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool = False,
+               exclude: Exclude | None = None) -> Windows | None:
+    """The windows of units (see the module's docstring) and their shingles."""
+    shingled = _shingled(units, width)
+    if shingled is None:
+        return None
+    text, counts, offsets, sh_first, sh_last, sh_line, h, mixed = shingled
+    bounds, first, size = text.bounds, text.first, text.size
 
     # Spans: lines, or the lines of a unit together; windows: spans, the
     # long ones cut at their anchors. win_open: each window's first shingle.
@@ -272,6 +286,8 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
         fps = np.add.reduceat(mixed, win_open)
         np.maximum(fps, _ONE, out=fps)
         return Windows(fps, win_unit, h, win_counts, _NONE, sh_line)
+    if not mixed.flags.writeable:                      # shared with other configs (_memo): not ours to change
+        mixed = mixed.copy()
     mixed[~judged] = 0
     fps = np.add.reduceat(mixed, win_open)
     judged_counts = np.add.reduceat(judged.astype(np.intp), win_open)

@@ -41,6 +41,7 @@ from typing import Sequence
 
 from . import _mask_finders as finders
 from ._fast_masks import FastMasks
+from ._memo import shared
 
 CATEGORIES: tuple[str, ...] = ("urls", "ids", "hashes", "addresses", "temp_paths", "timestamps", "scores",
                                "durations", "line_numbers", "gutters", "ocr_noise")
@@ -165,6 +166,7 @@ def check_variant(variant: str) -> None:
         raise ValueError(f"unknown normalization {variant!r}; allowed: {', '.join(NORMALIZATIONS)}")
 
 
+@shared(key=lambda text, variant="default": (variant, text), size=lambda text, variant="default": len(text))
 def normalize(text: str, variant: str = "default") -> str:
     """Normalize one paragraph. `none` leaves it as it is; `basic` is NFKC,
     casefold and collapsed whitespace; a profile also masks its volatile tokens."""
@@ -179,6 +181,8 @@ def normalize(text: str, variant: str = "default") -> str:
     return " ".join(text.split())
 
 
+@shared(key=lambda units, variant: (variant, tuple(units)), size=lambda units, variant: sum(map(len, units)),
+        copy=list)
 def normalize_units(units: Sequence[str], variant: str) -> list[str]:
     """normalize() of each unit but for the whitespace collapse (the caller
     splits the words); the masks run once over the joined units."""

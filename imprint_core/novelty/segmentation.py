@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import re
 
+from ._memo import shared
+
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # json.dumps(item, ensure_ascii=False, sort_keys=True), built once. What
 # json.loads gives cannot be circular, so the check for it is left out.
 _encode_item = json.JSONEncoder(ensure_ascii=False, sort_keys=True, check_circular=False).encode
 
 
+@shared(key=lambda text: text, size=len, copy=list)
 def segment(text: str) -> list[str]:
     """Split a tool result into evidence units: the items of a JSON array (one
     hit each), else blank-line separated paragraphs."""
