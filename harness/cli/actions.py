@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from pathlib import Path
 from typing import Callable
 
 from imprint_core.errors import UserInputError
@@ -54,3 +55,16 @@ def failures_exit_1(*errors: type[Exception]) -> Callable[[Command], Command]:
                 return EXIT_FAILED
         return run
     return wrap
+
+
+def output_folder(path: str | Path, *, key: str | None, doing: str) -> Path:
+    """Create the folder a sub-action writes into before its long work starts
+    (a server, an install), so that a file in its place, or a folder that
+    cannot be written, is refused at once by the option or variable `key`
+    that named it (exit 2), not after minutes as an internal error."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing=doing, key=key, file=str(folder)) from None
+    return folder

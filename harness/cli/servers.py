@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 
 from ..conventions import EXIT_OK
 from ..live.servers import SERVER_KINDS, ServerError
-from .actions import failures_exit_1, port
+from .actions import failures_exit_1, output_folder, port
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +38,8 @@ def _kind(text: str) -> str:
 def setup(args: argparse.Namespace) -> int:
     from ..live import servers
     kinds = tuple(args.kinds) or SERVER_KINDS
+    output_folder(servers.venv_dir().parent, key=servers.VENV_ENV if os.environ.get(servers.VENV_ENV) else None,
+                  doing="create the servers' folder")
     if "transformers" in kinds:
         from ..live.model_folder import build_model_dir
         build_model_dir()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from imprint_core.errors import ImprintError
 
 from ..conventions import EXIT_OK
 from ..live.servers import SERVER_KINDS
-from .actions import failures_exit_1, port
+from .actions import failures_exit_1, output_folder, port
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 @failures_exit_1(ImprintError)
 def record(args: argparse.Namespace) -> int:
     from ..live.smoke import record_smoke
+    output_folder(Path(args.out) / args.server, key="--out", doing="create the cassette folder")
     print(json.dumps(record_smoke(args.server, args.out, base_url=args.base_url, port=args.port), indent=2))
     return EXIT_OK
 

@@ -267,3 +267,19 @@ def test_a_server_that_fails_to_set_up_exits_1(monkeypatch, capsys):
     monkeypatch.setattr(model_folder, "build_model_dir", lambda: None)
     assert main(["servers", "setup", "llamacpp"]) == 1
     assert "error: command failed with exit status 1" in capsys.readouterr().err
+
+
+def test_smoke_record_into_a_file_is_refused_before_any_server_starts(tmp_path, no_servers_venv, capsys):
+    (tmp_path / "afile").write_text("x")
+    refused(capsys, ["smoke", "record", "--server", "llamacpp", "--out", str(tmp_path / "afile")], "--out", "afile",
+            "a file stands where a folder should be")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_servers_setup_below_a_file_names_the_variable(tmp_path, monkeypatch, capsys):
+    from harness.live import model_folder, servers
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv(servers.VENV_ENV, str(tmp_path / "afile" / "below" / "venv"))
+    monkeypatch.setattr(servers, "setup_servers", lambda kinds, force=False: pytest.fail("setup ran"))
+    monkeypatch.setattr(model_folder, "build_model_dir", lambda: pytest.fail("the model was built first"))
+    refused(capsys, ["servers", "setup", "llamacpp"], servers.VENV_ENV, "a file stands where a folder should be")
