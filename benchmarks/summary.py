@@ -72,6 +72,22 @@ def rows() -> list[tuple[str, str, str, str]]:
                     f"load average {tune.get('load_average_at_start', {}).get('all_cores', '?')} on "
                     f"{tune['machine']['cores']} cores; loading {tune['load_s']} s apart)", "(measured)",
                     "-" if tune["identical"] else "results differ"))
+    if tune and tune.get("shared_work"):
+        sh = tune["shared_work"]
+        out.append(("cold default sweep, 1 process: configs sharing normalization and shingles, against each "
+                    "config alone (share=False), CPU time", f"{sh['unshared_cpu_s']} s → {sh['shared_cpu_s']} s "
+                    f"({sh['speedup_cpu']}×; load average {sh['load_average_at_start']['shared']})", "≥ 5×",
+                    "met" if sh["speedup_cpu"] >= 5 else "missed"))
+    scale = _load("scale.json")
+    if scale and scale.get("memory_check"):
+        mc = scale["memory_check"]
+        rss = mc["peak_rss_mib_cold_1_process"]
+        out.append(("`imprint tune` over synthetic corpora, 1 process, cold: CPU per run at 10,000 against 1,000 runs",
+                    f"{mc['cpu_ms_per_run_ratio_10000_to_1000']}×", "≤ 1.2× (at 100,000 against 1,000)",
+                    "not measured at 100,000"))
+        out.append(("… peak memory at " + " / ".join(f"{int(k):,}" for k in rss) + " runs",
+                    " / ".join(f"{v} MiB" for v in rss.values()) + f" ({mc['ratio_10000_to_1000']}× for 10× the runs)",
+                    "≤ 2× from 10,000 to 100,000", "not measured at 100,000"))
     if local:
         ov, dl, pc = local["overhead"], local["deadline"], local["prefix_cache"]
         out.append(("local provider against bare model.generate (same prompt and tokens)", f"{ov['ratio']}×",
