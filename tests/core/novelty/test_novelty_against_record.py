@@ -351,3 +351,12 @@ def test_fixed_points_hold_under_every_option():
             r = t.observe_round([("error", f"error {i}: {doc(i)}", None), ("ok", "", None), ("ok", "[]", None),
                                  ("ok", '{"results": [], "q": "x"}', None, {"q": "x"})])
             assert not r.progress and r.new_shingles == 0
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: a query the masks replace whole ('today', 'just now') "
+                   "leaves only a placeholder, which is never taken for an echo, so the first such query reads "
+                   "as new text after a plain one (found by the property above; not fixed yet)")
+def test_a_query_the_masks_replace_whole_is_not_progress_either():
+    def render(q):
+        return f'Search results for "{q}":\n\n' + "\n\n".join(HITS)
+    assert progress_of([[(render(q), {"q": q})] for q in ["aaa", "today"]]) == [True, False]
