@@ -20,6 +20,7 @@ width, plus the counting of every config.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections import OrderedDict
@@ -114,6 +115,6 @@ def frozen(value: Any) -> None:
     elif isinstance(value, (tuple, list)):
         for v in value:
             frozen(v)
-    elif hasattr(value, "__dataclass_fields__"):
-        for name in value.__dataclass_fields__:
-            frozen(getattr(value, name))
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            frozen(getattr(value, f.name))

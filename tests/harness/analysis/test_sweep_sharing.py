@@ -129,3 +129,5 @@ def test_remembered_arrays_are_read_only() -> None:
     h = got[6]
     with pytest.raises(ValueError):
         h[0] = 0
+    with pytest.raises(ValueError):    # and those inside the dataclasses it holds (the canonical lines)
+        got[0].bounds[0] = 0
