@@ -34,11 +34,13 @@ import functools
 import html
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 
 from .fingerprints import Lines
+from ._memo import shared
 from .normalization import normalize
 
 EMPTY_JSON_CHARS = 4_096
@@ -76,11 +78,29 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _leaves_key(arguments: Any, variant: str) -> tuple:
+    """What Echoes are built from, as a key: the leaves with their types
+    (True and 1, 1 and 1.0 echo differently)."""
+    return variant, tuple((name, type(value), value) for name, value in leaves(arguments))
+
+
+def _leaves_size(arguments: Any, variant: str) -> int:
+    return sum(len(_text(v)) + len(n) for n, v in leaves(arguments))
+
+
+@shared(key=_leaves_key, size=_leaves_size)
+def echoes_of(arguments: dict, variant: str) -> "Echoes":
+    """Echoes(arguments, variant), one for every config that shares the
+    normalization while shared work is on (an Echoes is never changed)."""
+    return Echoes(arguments, variant)
+
+
 class Echoes:
     """The echoes of one call's arguments, for one normalization."""
 
     def __init__(self, arguments: dict, variant: str):
         self.variant = variant
+        self.key = _leaves_key(arguments, variant)
         self.strings: set[str] = set()
         self.scalars: set[Any] = set()      # numbers and booleans, as JSON gives them back
         pairs: set[tuple[str, str]] = set()
@@ -98,20 +118,50 @@ class Echoes:
             name = " ".join(normalize(name, variant).split())
             if name:
                 pairs.add((name, text))
-        self.pattern = _pattern(frozenset(anywhere), frozenset(pairs)) if anywhere or pairs else None
+        self.alternatives = _alternatives(frozenset(anywhere), frozenset(pairs))
+        self.has_echoes = bool(self.alternatives)
+
+    @property
+    def pattern(self) -> re.Pattern[str] | None:
+        """The echoes as one regex: the definition that `spans` follows
+        without compiling it (a regex a call cost about a millisecond to build)."""
+        return _pattern(self.alternatives) if self.alternatives else None
+
+    def spans(self, text: str, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+        """[m.span() for m in self.pattern.finditer(text, lo, hi)]: at each
+        position from lo, the first alternative that matches there, then on
+        from its end; the text ends at hi for what follows a match, not for
+        what precedes it (as `re` reads pos and endpos)."""
+        hi = len(text) if hi is None else hi
+        first: dict[int, tuple[int, int]] = {}      # start: (alternative, end) of the first that matches
+        for rank, alt in enumerate(self.alternatives):
+            for start, end in alt.matches(text, lo, hi):
+                if first.get(start, (len(self.alternatives),))[0] > rank:
+                    first[start] = (rank, end)
+        out: list[tuple[int, int]] = []
+        pos = lo
+        for start in sorted(first):
+            if start >= pos:
+                pos = first[start][1]
+                out.append((start, pos))
+        return out
 
     def replaced(self, line: str) -> str:
         """A canonical line with each echo, and the quotes and punctuation
         around it, replaced by one ECHO_MARK; tokens of symbols only dropped:
         `for "x":` and `for "x ":` read the same."""
-        if self.pattern is None:
+        if not self.has_echoes:
             return line
-        text = _AROUND_MARK.sub(f" {ECHO_MARK} ", self.pattern.sub(ECHO_MARK, line))
+        out, pos = [], 0
+        for start, end in self.spans(line):
+            out += (line[pos:start], ECHO_MARK)
+            pos = end
+        text = _AROUND_MARK.sub(f" {ECHO_MARK} ", "".join(out) + line[pos:])
         return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
 
     def words(self, lines: Lines, first_line: int, last_line: int, flags: np.ndarray) -> bool:
         """Flag the words of lines first_line..last_line that an echo touches; whether any was."""
-        if self.pattern is None:
+        if not self.has_echoes:
             return False
         text, starts = lines.decoded
         w0 = int(lines.first[first_line])
@@ -120,12 +170,57 @@ class Echoes:
         if starts is not None:                       # byte offsets to character offsets
             lo, hi = starts.searchsorted([lo, hi]).tolist()
         found = False
-        for m in self.pattern.finditer(text, lo, hi):
-            ends = np.array([m.start(), m.end() - 1])
+        for start, end in self.spans(text, lo, hi):
+            ends = np.array([start, end - 1])
             a, b = lines.word_at(ends if starts is None else starts[ends]).tolist()
             flags[a:b + 1] = True
             found = True
         return found
+
+
+def _is_word(c: str) -> bool:
+    """Whether `re` takes the character for \\w."""
+    return c.isalnum() or c == "_"
+
+
+# Between a name and its value: `"?[:=] ?"?` or ` #?`, in the order `re` tries them.
+_SEPARATOR = r'(?:"?[:=] ?"?| #?)'
+_SEPARATORS = [(q1, s, q2) for q1 in ('"', "") for s in (" ", "") for q2 in ('"', "")]
+
+
+@dataclass(frozen=True)
+class _Alternative:
+    """One echo: `value` as whole words, or after its `name`."""
+    regex: str
+    name: str | None
+    value: str
+
+    def matches(self, text: str, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """(start, end) of every match starting from lo, overlapping or not."""
+        head = self.value if self.name is None else self.name
+        left = _is_word(head[0])
+        at = text.find(head, lo, hi)
+        while at >= 0:
+            if not (left and at > 0 and _is_word(text[at - 1])):
+                end = self._end(text, at + len(head), hi)
+                if end is not None:
+                    yield at, end
+            at = text.find(head, at + 1, hi)
+
+    def _end(self, text: str, at: int, hi: int) -> int | None:
+        """Where the match ends whose head ends at `at`: for a pair, the
+        first separator that the value and the right edge follow."""
+        value, right = self.value, _is_word(self.value[-1])
+        if self.name is None:       # the head was the value
+            return None if right and at < hi and _is_word(text[at]) else at
+        seps = [f"{q1}{c}{s}{q2}" for q1, s, q2 in _SEPARATORS
+                for c in text[at + len(q1):at + len(q1) + 1] if c in ":="] + [" #", " "]
+        for sep in seps:
+            end = at + len(sep) + len(value)
+            if (text.startswith(sep, at, hi) and text.startswith(value, at + len(sep), hi)
+                    and not (right and end < hi and _is_word(text[end]))):
+                return end
+        return None
 
 
 def _bounded(v: str, left_of: str, right_of: str) -> str:
@@ -137,14 +232,20 @@ def _bounded(v: str, left_of: str, right_of: str) -> str:
 
 
 @functools.lru_cache(maxsize=1_024)
-def _pattern(anywhere: frozenset[str], pairs: frozenset[tuple[str, str]]) -> re.Pattern[str]:
+def _alternatives(anywhere: frozenset[str], pairs: frozenset[tuple[str, str]]) -> tuple[_Alternative, ...]:
     # after its name: `page": 2`, `lang=en`, and in prose, `page 2`, `page #2`
-    alts = [_bounded(re.escape(n) + r'(?:"?[:=] ?"?| #?)' + re.escape(v), n, v) for n, v in pairs]
-    alts += [_bounded(re.escape(v), v, v) for v in anywhere]
-    alts.sort(key=len, reverse=True)   # the longest first
-    return re.compile("|".join(alts))
+    alts = [_Alternative(_bounded(re.escape(n) + _SEPARATOR + re.escape(v), n, v), n, v) for n, v in pairs]
+    alts += [_Alternative(_bounded(re.escape(v), v, v), None, v) for v in anywhere]
+    alts.sort(key=lambda a: len(a.regex), reverse=True)   # the longest first
+    return tuple(alts)
 
 
+@functools.lru_cache(maxsize=64)
+def _pattern(alternatives: tuple[_Alternative, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(a.regex for a in alternatives))
+
+
+@shared(key=lambda text, echoes: (text, None if echoes is None else echoes.key), size=lambda text, echoes: len(text))
 def evidence_free(text: str, echoes: Echoes | None) -> bool:
     """Whether text is an empty read (the module's docstring): nothing in it
     but the shapes of "no results" and the call's own arguments."""

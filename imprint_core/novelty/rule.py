@@ -52,7 +52,7 @@ import xxhash
 
 from . import neardup
 from ._bulk_shingle_counts import round_union, tally_round
-from .echo import Echoes, evidence_free
+from .echo import Echoes, echoes_of, evidence_free
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
 from .normalization import NORMALIZATIONS, normalize, normalize_units
 from .segmentation import segment
@@ -271,11 +271,11 @@ class NoveltyTracker:
                 errors.add(int(sig, 16))
                 continue
             us = list(segments) if segments is not None else segment(text)
-            echo = Echoes(arguments, cfg.normalization) if arguments and status == "ok" else None
+            echo = echoes_of(arguments, cfg.normalization) if arguments and status == "ok" else None
             if status != "ok" or not any(u.strip() for u in us) or evidence_free(text, echo):
                 verdicts.append(EvidenceVerdict("empty" if status == "ok" else status))
                 continue
-            if echo is not None and echo.pattern is not None:
+            if echo is not None and echo.has_echoes:
                 echoes[len(verdicts)] = echo
             owners += [len(verdicts)] * len(us)
             units += us

@@ -1,0 +1,71 @@
+"""Echoes.spans finds the echoes without compiling a regex a call; the
+regex (Echoes.pattern) is the definition it must agree with."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from imprint_core.novelty.echo import ECHO_MARK, Echoes
+
+# Pieces that make the alternatives' edges interesting: separators, quotes,
+# word characters of other scripts, digits, the characters re.escape changes.
+_PIECES = st.sampled_from(['"', ":", "=", " ", "#", "_", "é", "٣", "x", "ab", "a.b", "*", "\n", "-", "q", "1"])
+_WORD = st.text(st.sampled_from("abq1_é. :=\"#"), min_size=1, max_size=6)
+_ARGS = st.dictionaries(st.sampled_from(["q", "page", "a b", "x_1", "é", '"k"']),
+                        st.one_of(_WORD, st.integers(-3, 30), st.booleans()), min_size=1, max_size=4)
+
+
+def _texts(arguments: dict):
+    """Texts built from the arguments' own names and values and the pieces around them."""
+    parts = [str(k) for k in arguments] + [str(v).lower() for v in arguments.values()]
+    return st.lists(st.one_of(st.sampled_from(parts), _PIECES), max_size=25).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_spans_are_what_the_regex_finds(data):
+    arguments = data.draw(_ARGS)
+    echo = Echoes(arguments, data.draw(st.sampled_from(["default", "basic", "none"])))
+    text = data.draw(_texts(arguments))
+    lo = data.draw(st.integers(0, len(text)))
+    hi = data.draw(st.integers(lo, len(text)))
+    if echo.pattern is None:
+        assert not echo.has_echoes and echo.spans(text, lo, hi) == []
+        return
+    assert echo.spans(text, lo, hi) == [m.span() for m in echo.pattern.finditer(text, lo, hi)]
+    assert echo.spans(text) == [m.span() for m in echo.pattern.finditer(text)]
+
+
+def test_a_pair_takes_the_separator_the_regex_tries_first():
+    echo = Echoes({"q": '"ab'}, "none")
+    # `q: "ab` (separator `: `, value `"ab`) before `q: "` + `ab`: both end alike, the first is taken.
+    text = 'x q: "ab y q="ab q #"ab q "ab'
+    assert echo.spans(text) == [m.span() for m in echo.pattern.finditer(text)]
+    assert [text[a:b] for a, b in echo.spans(text)] == ['q: "ab', 'q="ab', 'q #"ab', 'q "ab']
+
+
+def test_the_edges_of_a_window_bound_what_follows_a_match_not_what_precedes_it():
+    echo = Echoes({"q": "abc"}, "none")
+    text = "xabc abcd abc"
+    # Before lo the text is still read (x is a word character: no echo at 1);
+    # at hi the text ends (abcd cut to abc is an echo).
+    assert echo.spans(text, 1, 8) == [m.span() for m in echo.pattern.finditer(text, 1, 8)] == [(5, 8)]
+
+
+def test_replaced_marks_what_spans_finds():
+    echo = Echoes({"query": "capital of spain", "page": 2}, "default")
+    # the query in its quotes and the page after its name: one mark for both, next to each other
+    assert echo.replaced('results for "capital of spain" page: 2 madrid') == f"results for {ECHO_MARK} madrid"
+    assert echo.replaced('"capital of spain" is madrid, page 3') == f"{ECHO_MARK} is madrid, page 3"
+
+
+def test_configs_sharing_work_share_one_echoes_but_never_across_types():
+    from imprint_core.novelty._memo import shared_work
+    from imprint_core.novelty.echo import echoes_of
+    with shared_work():
+        one = echoes_of({"page": 1}, "default")
+        assert echoes_of({"page": 1}, "default") is one
+        # True == 1 and 1 == 1.0 in Python, yet they echo as "true", "1" and "1.0"
+        assert echoes_of({"page": True}, "default").scalars == {(True, True)}
+        assert echoes_of({"page": 1.0}, "default").pattern.pattern != one.pattern.pattern
+        assert echoes_of({"page": 1}, "basic") is not one
+    assert echoes_of({"page": 1}, "default") is not echoes_of({"page": 1}, "default")   # off: built anew
