@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, TypeVar
 
+import jsonlines
+
 from .clock import wall_time
 from .errors import UserInputError
 from .events import EVENT_TYPES, TRACE_FORMAT, Event, Header, event_from_line
+from .files import json_lines
 from .types import Clock
 
 E = TypeVar("E", bound=Event)
@@ -127,39 +130,38 @@ def read_trace(path: str | os.PathLike) -> Trace:
         raw = Path(p).read_bytes()
     except OSError as exc:
         raise UserInputError(f"cannot read trace: {exc.strerror}", file=p) from None
-    lines = raw.split(b"\n")
-    complete_tail = raw.endswith(b"\n")
     events: list[Event] = []
     warnings: list[str] = []
-    for no, rawline in enumerate(lines, start=1):
-        if not rawline.strip():
-            continue
-        last = no == len(lines) and not complete_tail
-        try:
-            data = json.loads(rawline.decode("utf-8"))
+    no = 0
+    try:
+        for no, data in json_lines(raw):
             if not isinstance(data, dict) or "type" not in data:
                 raise ValueError("a trace line must be an object with a 'type'")
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            if last:
-                warnings.append(f"{p}:{no}: last line is incomplete (the run was interrupted); ignored")
-                break
-            raise UserInputError(f"not a trace line: {exc}", file=p, line=no) from None
-        if no == 1 or not events:
-            if data.get("type") != "header":
-                raise UserInputError("no trace header", file=p, line=no, key="type",
-                                     expected="'header' on the first line")
-            if data.get("format") != TRACE_FORMAT:
-                raise UserInputError(f"unsupported trace format {data.get('format')!r}", file=p, line=no,
-                                     key="format", expected=TRACE_FORMAT)
-        try:
-            events.append(event_from_line(data))
-        except KeyError as exc:
-            raise UserInputError(f"a {data['type']!r} line lacks a field", file=p, line=no, key=exc.args[0]) from None
-        except LookupError:
-            raise UserInputError(f"unknown event type {data['type']!r}", file=p, line=no, key="type",
-                                 expected="one of " + ", ".join(EVENT_TYPES)) from None
-        except TypeError as exc:
-            raise UserInputError(f"a {data['type']!r} line does not fit its type ({exc})", file=p, line=no) from None
+            events.append(_event(data, p, no, first=not events))
+    except ValueError as exc:  # jsonlines.InvalidLineError is one, its cause says what is wrong; reading ends
+        no = exc.lineno if isinstance(exc, jsonlines.InvalidLineError) else no
+        if no != raw.count(b"\n") + 1 or raw.endswith(b"\n"):
+            raise UserInputError(f"not a trace line: {exc.__cause__ or exc}", file=p, line=no) from None
+        warnings.append(f"{p}:{no}: last line is incomplete (the run was interrupted); ignored")
     if not events:
         raise UserInputError("no trace header", file=p, line=1, key="type", expected="'header' on the first line")
     return Trace(p, events[0], events[1:], warnings)  # type: ignore[arg-type]
+
+
+def _event(data: dict, p: str, no: int, *, first: bool) -> Event:
+    """One line's typed event; the first must be a header of this format."""
+    if first:
+        if data.get("type") != "header":
+            raise UserInputError("no trace header", file=p, line=no, key="type", expected="'header' on the first line")
+        if data.get("format") != TRACE_FORMAT:
+            raise UserInputError(f"unsupported trace format {data.get('format')!r}", file=p, line=no,
+                                 key="format", expected=TRACE_FORMAT)
+    try:
+        return event_from_line(data)
+    except KeyError as exc:
+        raise UserInputError(f"a {data['type']!r} line lacks a field", file=p, line=no, key=exc.args[0]) from None
+    except LookupError:
+        raise UserInputError(f"unknown event type {data['type']!r}", file=p, line=no, key="type",
+                             expected="one of " + ", ".join(EVENT_TYPES)) from None
+    except TypeError as exc:
+        raise UserInputError(f"a {data['type']!r} line does not fit its type ({exc})", file=p, line=no) from None
