@@ -7,6 +7,7 @@ instead of failing. Whoever wants the events in memory subscribes.
 """
 from __future__ import annotations
 
+import enum
 import json
 import os
 import threading
@@ -16,11 +17,14 @@ from typing import IO, Any, Callable, TypeVar
 
 import jsonlines
 
+from .budget import RequestRecord
 from .clock import wall_time
 from .errors import UserInputError
 from .events import EVENT_TYPES, TRACE_FORMAT, Event, Header, event_from_line
 from .files import json_lines
-from .types import Clock
+from .novelty.rule import EvidenceVerdict
+from .settings import ResearchSettings
+from .types import Clock, Message, ToolCall, ToolSpec
 
 E = TypeVar("E", bound=Event)
 
@@ -98,10 +102,16 @@ def _of_type(events: list[Event], kind: type[E] | str) -> list[E]:
     return [e for e in events if type(e) is cls]  # type: ignore[misc]
 
 
+# The project's values that write themselves as a dict, wherever they sit in
+# an event (a rule's notes, a header's meta).
+_AS_DICT = (Event, RequestRecord, EvidenceVerdict, ResearchSettings, Message, ToolCall, ToolSpec)
+
+
 def _default(o: Any) -> Any:
-    if hasattr(o, "to_dict"):
+    """What json cannot write by itself; anything else as its str."""
+    if isinstance(o, _AS_DICT):
         return o.to_dict()
-    if hasattr(o, "value"):  # enums
+    if isinstance(o, enum.Enum):
         return o.value
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
