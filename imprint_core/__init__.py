@@ -7,7 +7,7 @@ from .errors import (BudgetExceeded, ImprintError, ProviderError, ScriptExhauste
                      TokenBudgetExceeded, ToolAbandoned, UserInputError)
 from .events import EVENT_TYPES, Event, event_from_line
 from .files import atomic_write_text
-from .final import Evidence, FinalPlan
+from .final import FinalPlan
 from .loop import LoopConfig, ResearchLoop, ResearchResult, WORKER_TOOL
 from .novelty import NORMALIZATIONS, NoveltyConfig, NoveltyTracker, PatienceRule, normalize, segment
 from .requests import ModelCaller, Reply
@@ -18,7 +18,7 @@ from .settings import SPECS, ResearchSettings, Settings, SettingSpec, validate
 from .tools import FunctionTool, ToolExecutor
 from .workers import SectionWorkers
 from .trace import TRACE_FORMAT, EventLog, Trace, TraceWriter, read_trace
-from .types import (CalibratedTokenCounter, CancelToken, Clock, CountingModes, Done, ErrorEvent, FinalMode, Message,
+from .types import (CalibratedTokenCounter, CancelToken, Clock, CountingModes, Done, ErrorEvent, Evidence, FinalMode, Message,
                     ModelRequest, Provider, ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
                     ToolOutput, ToolResult, ToolSpec, Usage, UsageEvent)
 

@@ -13,7 +13,8 @@ from operator import is_
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .types import CalibratedTokenCounter, Message, Provider, TokenCounter, ToolSpec
+from .errors import CountingUnavailable
+from .types import CalibratedTokenCounter, Message, Provider, TokenCounter, ToolCall, ToolSpec, Usage
 
 # 3 bytes per token: English prose runs ~4 bytes/token on BPE vocabularies,
 # but JSON, code, numbers and non-English text run closer to 2-3. The budget
@@ -302,6 +303,39 @@ class Counting:
         return {"mode": self.mode, "used": self.used, "counter": self.counter.name, "exact": self.exact,
                 "reconcile": self.reconcile, "fallback": self.fallback.name if self.fallback else None,
                 "note": self.note, "side": sorted(self.side)}
+
+    def side_counts(self, messages: Sequence[Message], tools: Sequence[ToolSpec], used: TokenCounter,
+                    tokens: int) -> dict[str, int] | None:
+        """Every mode's figure for this prompt, for the report (modes that
+        cannot count it are left out); None where there is one mode."""
+        if not self.side:
+            return None
+        out: dict[str, int] = {}
+        for mode, counter in self.side.items():
+            if counter is used:
+                out[mode] = tokens
+                continue
+            try:
+                out[mode] = count_prompt(counter, messages, tools)[1]
+            except CountingUnavailable:
+                pass
+        return out
+
+    def learn(self, messages: Sequence[Message], tools: Sequence[ToolSpec], usage: Usage | None) -> None:
+        """Feed a measured prompt to the calibration, which the `calibrated`
+        mode fits its byte estimate to."""
+        if self.calibration is not None and usage is not None and usage.prompt_tokens:
+            self.calibration.observe(messages, tools, usage.prompt_tokens)
+
+
+def output_units(counter: TokenCounter, usage: Usage | None, text: str, calls: Sequence[ToolCall]) -> Sequence[int]:
+    """What a reply appended to the model's context. Nothing generated
+    means nothing charged: an empty reply's formatting is not output."""
+    if usage is not None and usage.output_units is not None:
+        return usage.output_units
+    if not text and not calls:
+        return ()
+    return counter.output_units(Message("assistant", text, tool_calls=tuple(calls)))
 
 
 def select_counting(mode: str, provider: Provider) -> Counting:

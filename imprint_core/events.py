@@ -10,7 +10,7 @@ extra fields do not break an older reader.
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 from .budget import RequestRecord
 
@@ -157,6 +157,23 @@ class RoundEnd(Event):
     rule: str = "record"
     rule_notes: dict | None = None
     verdicts: dict | None = None
+
+    @classmethod
+    def judged(cls, round: int, kind: str, rule: str, notes: dict, call_ids: Sequence[str], **figures: Any
+               ) -> "RoundEnd":
+        """The line of a round a rule judged: the record's notes in their own
+        fields, any other note in `rule_notes`, and each verdict (keyed by
+        the call's index in the batch) under its call's id."""
+        verdicts = notes.get("verdicts") or {}
+        return cls(round=round, kind=kind, progress=notes.get("progress"), new_paragraphs=notes.get("new_paragraphs"),
+                   new_shingles=notes.get("new_shingles"), patience_counter=notes.get("patience_counter"),
+                   patience=notes.get("patience"), rule=rule,
+                   rule_notes={k: v for k, v in notes.items() if k not in _ROUND_END_NOTES},
+                   verdicts={call_ids[i]: v.to_dict() for i, v in verdicts.items()} if verdicts else None, **figures)
+
+
+# RoundEnd's own fields; whatever else a rule notes goes into `rule_notes`.
+_ROUND_END_NOTES = frozenset({"progress", "new_paragraphs", "new_shingles", "patience_counter", "patience", "verdicts"})
 
 
 @_event("budget_exhausted")

@@ -1,12 +1,17 @@
-"""Files written so that a crash never leaves half of one."""
+"""Files written so that a crash never leaves half of one, and JSON Lines
+read line by line."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import secrets
 import shutil
 import stat
 from pathlib import Path
+from typing import Any, Iterator
+
+import jsonlines
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -153,3 +158,36 @@ def write_files(root: Path, files: dict[Path, str], *, tag: str = "write") -> li
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
+
+class NestedTooDeep(ValueError):
+    """A JSON line nested past the decoder's recursion limit (a mistake in
+    the input, not a crash); says what the RecursionError said."""
+
+
+def _loads(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except RecursionError as exc:  # jsonlines turns only a ValueError into an InvalidLineError
+        raise NestedTooDeep(str(exc)) from None
+
+
+def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each line of JSON Lines text that is not
+    blank, read with `jsonlines`. Lines end at "\n" only, as every writer
+    here writes them: `str.splitlines` would also end one at U+2028, \x1c
+    and the like, which a JSON string may hold unescaped, and so misnumber
+    (or break) the lines after. A line that is not JSON raises
+    `jsonlines.InvalidLineError` (`.lineno`, `.line`; its `__cause__` is
+    the decoder's error, or `NestedTooDeep`); `null` is a value like any
+    other."""
+    no = 0
+
+    def numbered() -> Iterator[str | bytes]:
+        nonlocal no
+        for no, line in enumerate(text.split(b"\n" if isinstance(text, bytes) else "\n"), start=1):
+            yield line
+
+    # The reader takes one line per value, so `no` is the line it last read.
+    reader = jsonlines.Reader(numbered(), loads=_loads)
+    for value in reader.iter(allow_none=True, skip_empty=True):
+        yield no, value

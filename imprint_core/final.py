@@ -13,12 +13,12 @@ is handed, never the loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from .events import Condensed, Fallback, FinalFit
 from .requests import ModelCaller
 from .trace import TraceWriter
-from .types import CancelToken, FinalMode, Message, StopReason
+from .types import CancelToken, Evidence, FinalMode, Message, StopReason
 
 REASONS = {
     StopReason.TIME_BUDGET: "the research time budget ran out",
@@ -28,20 +28,6 @@ REASONS = {
 }
 FINAL_INSTRUCTION = "Research has stopped because {why}. Answer the question now from the evidence above, without tools."
 CONDENSE_SYSTEM = "Condense the evidence below into the facts that bear on the question. Keep sources."
-
-
-@dataclass
-class Evidence:
-    """The text a successful read returned, with where it came from."""
-    round: int
-    tool: str
-    arguments: dict[str, Any]
-    text: str
-
-    @property
-    def label(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
-        return f"{self.tool}({args}), round {self.round}"
 
 
 @dataclass(frozen=True)
@@ -55,14 +41,6 @@ class FinalPlan:
     condense_max_output: int      # output allowance of a condensing request
     round: int = 0                # the round research stopped in (condensing requests are traced in it)
     context_window: int = 0       # the provider's, in tokens: what the final context must fit
-
-
-def fallback_text(stop: StopReason, evidence: Sequence[Evidence], why_final: str) -> str:
-    lines = [f"Research stopped because {REASONS.get(stop, stop.value)}; {why_final}. "
-             f"The evidence gathered ({len(evidence)} item(s)), each labelled with its source:"]
-    for i, ev in enumerate(evidence, start=1):
-        lines.append(f"\n[{i}] {ev.label}\n{ev.text}")
-    return "\n".join(lines)
 
 
 def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason, messages: list[Message], *,
@@ -137,5 +115,9 @@ def _condensed_messages(caller: ModelCaller, plan: FinalPlan, why: str, trace: T
 
 
 def _fallback(trace: TraceWriter, plan: FinalPlan, stop: StopReason, why_final: str) -> tuple[str, FinalMode]:
+    """The labelled evidence under a line saying why research stopped."""
     trace.write(Fallback(reason=why_final, evidence=len(plan.evidence)))
-    return fallback_text(stop, plan.evidence, why_final), FinalMode.FALLBACK
+    lines = [f"Research stopped because {REASONS.get(stop, stop.value)}; {why_final}. "
+             f"The evidence gathered ({len(plan.evidence)} item(s)), each labelled with its source:"]
+    lines += [f"\n[{i}] {ev.label}\n{ev.text}" for i, ev in enumerate(plan.evidence, start=1)]
+    return "\n".join(lines), FinalMode.FALLBACK

@@ -17,14 +17,14 @@ from .budget import LedgerTotals, Policy, RequestRecord, TimeBudget, TokenLedger
 from .counting import select_counting
 from .errors import ImprintError
 from .events import Answer, CountFallback, EmptyReply, RoundEnd, RunEnd, RunStart, Stopped
-from .final import Evidence, FinalPlan, final_answer
+from .final import FinalPlan, final_answer
 from .novelty import NoveltyConfig
 from .requests import ModelCaller
 from .settings import ResearchSettings
 from .stoprules import CallView, RoundView, build as build_rule
-from .tools import ToolExecutor
+from .tools import ToolExecutor, distinct_ids
 from .trace import TraceWriter
-from .types import CancelToken, Clock, FinalMode, Message, Provider, StopReason, Tool, ToolCall, ToolResult
+from .types import CancelToken, Clock, Evidence, FinalMode, Message, Provider, StopReason, Tool, ToolCall, ToolResult
 from .workers import WORKER_TOOL, SectionWorkers
 
 DEFAULT_SYSTEM = ("You are a research assistant. Call tools to gather evidence; when the evidence is enough, "
@@ -64,21 +64,11 @@ class ResearchResult:
     # figures (the `stop` and `run_end` lines quote the same).
     totals: LedgerTotals = field(default_factory=lambda: LedgerTotals(budget=0))
 
-    @property
-    def research_requests(self) -> int:
-        return self.totals.requests
-
-    @property
-    def reserved(self) -> int:
-        return self.totals.reserved
-
-    @property
-    def charged(self) -> int:
-        return self.totals.charged
-
-    @property
-    def refunded(self) -> int:
-        return self.totals.refunded
+    # The run's figures, from the totals (harness tables and expectations read them).
+    research_requests = property(lambda self: self.totals.requests)
+    reserved = property(lambda self: self.totals.reserved)
+    charged = property(lambda self: self.totals.charged)
+    refunded = property(lambda self: self.totals.refunded)
 
 
 class ResearchLoop:
@@ -96,7 +86,9 @@ class ResearchLoop:
         self.caller = ModelCaller(provider, ledger=self.ledger, time=self.time, clock=clock, cancel=self.cancel,
                                   trace=self.trace, max_retries=self.config.max_retries,
                                   retry_backoff_sec=self.config.retry_backoff_sec, counting=self.counting)
-        self.stop_rule = build_rule(settings.research_stop_rule, self._rule_params(), key="stop_rule_params")
+        self.stop_rule = build_rule(settings.research_stop_rule, self.config.stop_rule_params, key="stop_rule_params",
+                                    defaults={"patience": settings.research_no_progress_rounds,
+                                              "novelty": self.config.novelty})
         self.tools = list(tools)
         self.tool_specs = [t.spec for t in self.tools] + ([WORKER_TOOL] if self.config.section_workers else [])
         self.evidence: list[Evidence] = []
@@ -104,19 +96,6 @@ class ResearchLoop:
         self.question = ""
         self.round = 0
         self._ran = False
-
-    def _rule_params(self) -> dict[str, Any]:
-        """The rule's parameters: the loop config's, and the settings' patience for
-        any rule that has one (the record's, and rules built on it); the record's
-        rule also takes the loop's novelty config."""
-        from .stoprules import resolve
-        params = dict(self.config.stop_rule_params)
-        info = resolve(self.settings.research_stop_rule)
-        if "patience" in info.params:
-            params.setdefault("patience", self.settings.research_no_progress_rounds)
-        if "novelty" in info.params:
-            params.setdefault("novelty", self.config.novelty)
-        return params
 
     # -- the loop -----------------------------------------------------------------
     def run(self, question: str) -> ResearchResult:
@@ -148,7 +127,7 @@ class ResearchLoop:
                     self.trace.write(EmptyReply(round=self.round, chars=len(reply.text)))
                 stop, detail = self._judge(RoundView(self.round, "error"), [])
             else:
-                calls = _distinct_ids(reply.calls, self.round)
+                calls = distinct_ids(reply.calls, self.round)
                 messages.append(Message("assistant", reply.text, tool_calls=tuple(calls)))
                 results = executor.run_batch(calls, self.round)
                 messages.extend(Message("tool", r.text, tool_call_id=r.call_id, name=r.name) for r in results)
@@ -177,26 +156,20 @@ class ResearchLoop:
                                            used=self.counting.counter.name, reason=self.counting.note))
 
     def _keep(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
-        """The run's executed writes and the evidence of its successful reads."""
-        by_id = {c.id: c for c in calls}
-        for r in results:
+        """The run's executed writes and the evidence of its successful reads
+        (the executor returns one result per call, in the calls' order)."""
+        for c, r in zip(calls, results):
             if r.kind == "write" and r.status != "not_executed":
                 self.writes.append(r)
             if r.status == "ok" and r.kind == "read":
-                self.evidence.append(Evidence(self.round, r.name, by_id[r.call_id].arguments, r.text))
+                self.evidence.append(Evidence(self.round, r.name, c.arguments, r.text))
 
     def _judge(self, view: RoundView, call_ids: list[str]) -> tuple[StopReason | None, str]:
         """The stop rule observes the round; its notes go beside it in the trace."""
         why = self.stop_rule.observe(view)
-        notes = self.stop_rule.notes()
-        verdicts = notes.get("verdicts") or {}
-        self.trace.write(RoundEnd(
-            round=self.round, kind=view.kind, progress=notes.get("progress"),
-            new_paragraphs=notes.get("new_paragraphs"), new_shingles=notes.get("new_shingles"),
-            patience_counter=notes.get("patience_counter"), patience=notes.get("patience"),
-            reserved=self.ledger.totals.reserved, charged=self.ledger.totals.charged, deadline=self.time.deadline,
-            rule=self.stop_rule.name, rule_notes={k: v for k, v in notes.items() if k not in _ROUND_END_NOTES},
-            verdicts={call_ids[i]: v.to_dict() for i, v in verdicts.items()} if verdicts else None))
+        self.trace.write(RoundEnd.judged(self.round, view.kind, self.stop_rule.name, self.stop_rule.notes(), call_ids,
+                                         reserved=self.ledger.totals.reserved, charged=self.ledger.totals.charged,
+                                         deadline=self.time.deadline))
         if why:
             return StopReason.NO_PROGRESS, why if self.stop_rule.name == "record" else f"{self.stop_rule.name}: {why}"
         return None, ""
@@ -242,24 +215,6 @@ class ResearchLoop:
         return result
 
 
-# RoundEnd's own fields; whatever else a rule notes goes into `rule_notes`.
-_ROUND_END_NOTES = frozenset({"progress", "new_paragraphs", "new_shingles", "patience_counter", "patience", "verdicts"})
-
-
 def _round_view(round_no: int, calls: list[ToolCall], results: list[ToolResult]) -> RoundView:
-    by_id = {c.id: c for c in calls}   # the executor returns one result per call, under the call's id
-    return RoundView.of(round_no, [CallView(r.name, dict(by_id[r.call_id].arguments), r.kind, r.status, r.text,
-                                            r.segments) for r in results])
-
-
-def _distinct_ids(calls: list[ToolCall], round_no: int) -> list[ToolCall]:
-    """Providers send duplicate or empty call ids; every call of a batch
-    needs its own, or one result would stand for two."""
-    seen: set[str] = set()
-    out = []
-    for i, c in enumerate(calls):
-        if not c.id or c.id in seen:
-            c = replace(c, id=f"{c.id or 'call'}~r{round_no}.{i}")
-        seen.add(c.id)
-        out.append(c)
-    return out
+    return RoundView.of(round_no, [CallView(r.name, dict(c.arguments), r.kind, r.status, r.text, r.segments)
+                                   for c, r in zip(calls, results)])

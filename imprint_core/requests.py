@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .budget import RequestRecord, TimeBudget, TokenLedger
-from .counting import Counting, count_prompt
+from .counting import Counting, count_prompt, output_units
 from .errors import CountingUnavailable, ProviderError, TokenBudgetExceeded
 from .events import (BudgetExhausted, CountFallback, FinalRequest, FinalSettled, RequestReserved, RequestRetry,
                      RequestSettled)
 from .streams import Collected, collect
 from .trace import TraceWriter
-from .types import CancelToken, Clock, Message, ModelRequest, Provider, StopReason, TokenCounter, ToolCall, ToolSpec, Usage
+from .types import CancelToken, Clock, Message, ModelRequest, Provider, StopReason, TokenCounter, ToolCall, ToolSpec
 
 
 @dataclass
@@ -34,16 +34,6 @@ class Reply:
     @property
     def failed(self) -> bool:
         return self.stop is not None or self.error is not None
-
-
-def output_units(counter: TokenCounter, usage: Usage | None, text: str, calls: Sequence[ToolCall]) -> Sequence[int]:
-    """What the reply appended to the model's context. Nothing generated
-    means nothing charged: an empty reply's formatting is not output."""
-    if usage is not None and usage.output_units is not None:
-        return usage.output_units
-    if not text and not calls:
-        return ()
-    return counter.output_units(Message("assistant", text, tool_calls=tuple(calls)))
 
 
 class ModelCaller:
@@ -84,30 +74,6 @@ class ModelCaller:
     def estimate(self, messages: list[Message], tools: Sequence[ToolSpec] = ()) -> int:
         return self.count(messages, list(tools))[2]
 
-    def _side_estimates(self, messages: Sequence[Message], tools: Sequence[ToolSpec], used: TokenCounter,
-                        tokens: int) -> dict[str, int] | None:
-        """Every counting mode's figure for this prompt, for the report (modes
-        that cannot count it are left out); None where there is one mode."""
-        if not self.counting.side:
-            return None
-        out: dict[str, int] = {}
-        for mode, counter in self.counting.side.items():
-            if counter is used:
-                out[mode] = tokens
-                continue
-            try:
-                out[mode] = count_prompt(counter, messages, tools)[1]
-            except CountingUnavailable:
-                pass
-        return out
-
-    def _learn(self, messages: Sequence[Message], tools: Sequence[ToolSpec], usage: Usage | None) -> None:
-        """Feed a measured prompt to the calibration, which the `calibrated`
-        counting mode fits its byte estimate to."""
-        cal = self.counting.calibration
-        if cal is not None and usage is not None and usage.prompt_tokens:
-            cal.observe(messages, tools, usage.prompt_tokens)
-
     def research(self, messages: list[Message], tools: list[ToolSpec], *, role: str, context_id: str,
                  max_output: int, round: int) -> Reply:
         """Time and cancel checks, count, context check, reservation,
@@ -142,8 +108,8 @@ class ModelCaller:
                                         outcome="error" if error else "cut" if interrupted else "ok",
                                         usage=got.usage, sent=error is None or error.processed,
                                         reconcile=self.counting.reconcile,
-                                        estimates=self._side_estimates(messages, tools, counter, estimate))
-            self._learn(messages, tools, got.usage)
+                                        estimates=self.counting.side_counts(messages, tools, counter, estimate))
+            self.counting.learn(messages, tools, got.usage)
             self.trace.write(RequestSettled(record=record, duration=self.clock.now() - started,
                                             error=str(error) if error else None,
                                             interrupted=interrupted.value if interrupted else None, round=round))
@@ -214,8 +180,8 @@ class ModelCaller:
                                           output_units=output_units(counter, got.usage, got.text, ()),
                                           outcome="error" if error else "cut" if interrupted else "ok",
                                           usage=got.usage,
-                                          estimates=self._side_estimates(messages, [], counter, counted))
-        self._learn(messages, [], got.usage)
+                                          estimates=self.counting.side_counts(messages, [], counter, counted))
+        self.counting.learn(messages, [], got.usage)
         self.trace.write(FinalSettled(record=record, error=str(error) if error else None,
                                       interrupted=interrupted.value if interrupted else None))
         return Reply(text=got.text, stop=interrupted, error=error, detail=str(error) if error else "", record=record)

@@ -1,7 +1,7 @@
 """Tools and the batch executor: deadlines, not-executed results, writes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from .budget import TimeBudget
@@ -66,6 +66,19 @@ def _has_units(text: str, segments: tuple | None) -> bool:
             return bool(stripped)
         segments = segment(text)
     return any(_as_text(u).strip() for u in segments)
+
+
+def distinct_ids(calls: list[ToolCall], round_no: int) -> list[ToolCall]:
+    """Providers send duplicate or empty call ids; every call of a batch
+    needs its own, or one result would stand for two."""
+    seen: set[str] = set()
+    out = []
+    for i, c in enumerate(calls):
+        if not c.id or c.id in seen:
+            c = replace(c, id=f"{c.id or 'call'}~r{round_no}.{i}")
+        seen.add(c.id)
+        out.append(c)
+    return out
 
 
 class ToolExecutor:

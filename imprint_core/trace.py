@@ -7,6 +7,7 @@ instead of failing. Whoever wants the events in memory subscribes.
 """
 from __future__ import annotations
 
+import enum
 import json
 import os
 import threading
@@ -14,10 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, TypeVar
 
+import jsonlines
+
+from .budget import RequestRecord
 from .clock import wall_time
 from .errors import UserInputError
 from .events import EVENT_TYPES, TRACE_FORMAT, Event, Header, event_from_line
-from .types import Clock
+from .files import json_lines
+from .novelty.rule import EvidenceVerdict
+from .settings import ResearchSettings
+from .types import Clock, Message, ToolCall, ToolSpec
 
 E = TypeVar("E", bound=Event)
 
@@ -95,10 +102,16 @@ def _of_type(events: list[Event], kind: type[E] | str) -> list[E]:
     return [e for e in events if type(e) is cls]  # type: ignore[misc]
 
 
+# The project's values that write themselves as a dict, wherever they sit in
+# an event (a rule's notes, a header's meta).
+_AS_DICT = (Event, RequestRecord, EvidenceVerdict, ResearchSettings, Message, ToolCall, ToolSpec)
+
+
 def _default(o: Any) -> Any:
-    if hasattr(o, "to_dict"):
+    """What json cannot write by itself; anything else as its str."""
+    if isinstance(o, _AS_DICT):
         return o.to_dict()
-    if hasattr(o, "value"):  # enums
+    if isinstance(o, enum.Enum):
         return o.value
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
@@ -127,39 +140,38 @@ def read_trace(path: str | os.PathLike) -> Trace:
         raw = Path(p).read_bytes()
     except OSError as exc:
         raise UserInputError(f"cannot read trace: {exc.strerror}", file=p) from None
-    lines = raw.split(b"\n")
-    complete_tail = raw.endswith(b"\n")
     events: list[Event] = []
     warnings: list[str] = []
-    for no, rawline in enumerate(lines, start=1):
-        if not rawline.strip():
-            continue
-        last = no == len(lines) and not complete_tail
-        try:
-            data = json.loads(rawline.decode("utf-8"))
+    no = 0
+    try:
+        for no, data in json_lines(raw):
             if not isinstance(data, dict) or "type" not in data:
                 raise ValueError("a trace line must be an object with a 'type'")
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            if last:
-                warnings.append(f"{p}:{no}: last line is incomplete (the run was interrupted); ignored")
-                break
-            raise UserInputError(f"not a trace line: {exc}", file=p, line=no) from None
-        if no == 1 or not events:
-            if data.get("type") != "header":
-                raise UserInputError("no trace header", file=p, line=no, key="type",
-                                     expected="'header' on the first line")
-            if data.get("format") != TRACE_FORMAT:
-                raise UserInputError(f"unsupported trace format {data.get('format')!r}", file=p, line=no,
-                                     key="format", expected=TRACE_FORMAT)
-        try:
-            events.append(event_from_line(data))
-        except KeyError as exc:
-            raise UserInputError(f"a {data['type']!r} line lacks a field", file=p, line=no, key=exc.args[0]) from None
-        except LookupError:
-            raise UserInputError(f"unknown event type {data['type']!r}", file=p, line=no, key="type",
-                                 expected="one of " + ", ".join(EVENT_TYPES)) from None
-        except TypeError as exc:
-            raise UserInputError(f"a {data['type']!r} line does not fit its type ({exc})", file=p, line=no) from None
+            events.append(_event(data, p, no, first=not events))
+    except ValueError as exc:  # jsonlines.InvalidLineError is one, its cause says what is wrong; reading ends
+        no = exc.lineno if isinstance(exc, jsonlines.InvalidLineError) else no
+        if no != raw.count(b"\n") + 1 or raw.endswith(b"\n"):
+            raise UserInputError(f"not a trace line: {exc.__cause__ or exc}", file=p, line=no) from None
+        warnings.append(f"{p}:{no}: last line is incomplete (the run was interrupted); ignored")
     if not events:
         raise UserInputError("no trace header", file=p, line=1, key="type", expected="'header' on the first line")
     return Trace(p, events[0], events[1:], warnings)  # type: ignore[arg-type]
+
+
+def _event(data: dict, p: str, no: int, *, first: bool) -> Event:
+    """One line's typed event; the first must be a header of this format."""
+    if first:
+        if data.get("type") != "header":
+            raise UserInputError("no trace header", file=p, line=no, key="type", expected="'header' on the first line")
+        if data.get("format") != TRACE_FORMAT:
+            raise UserInputError(f"unsupported trace format {data.get('format')!r}", file=p, line=no,
+                                 key="format", expected=TRACE_FORMAT)
+    try:
+        return event_from_line(data)
+    except KeyError as exc:
+        raise UserInputError(f"a {data['type']!r} line lacks a field", file=p, line=no, key=exc.args[0]) from None
+    except LookupError:
+        raise UserInputError(f"unknown event type {data['type']!r}", file=p, line=no, key="type",
+                             expected="one of " + ", ".join(EVENT_TYPES)) from None
+    except TypeError as exc:
+        raise UserInputError(f"a {data['type']!r} line does not fit its type ({exc})", file=p, line=no) from None

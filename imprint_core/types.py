@@ -105,6 +105,21 @@ class ToolResult:
     stop: "tuple[StopReason, str] | None" = None   # the tool's own stop (ToolOutput.stop)
 
 
+@dataclass
+class Evidence:
+    """The text a successful read returned, with where it came from (the
+    loop keeps it; the final request answers from it)."""
+    round: int
+    tool: str
+    arguments: dict[str, Any]
+    text: str
+
+    @property
+    def label(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"{self.tool}({args}), round {self.round}"
+
+
 @dataclass(frozen=True)
 class Usage:
     """Provider-measured usage; None means "not reported", never zero.

@@ -39,7 +39,7 @@ class SectionWorkers:
         prompts = [[Message("system", WORKER_SYSTEM), Message("user", f"Question: {self.question}\nSection: {s}")]
                    for s in sections]
         admitted = self._admitted(prompts)
-        stops: list[tuple[StopReason, str]] = []
+        stops: dict[int, tuple[StopReason, str]] = {}   # by section: the first section's stop is reported
 
         def one(i: int) -> str:
             if i >= admitted:
@@ -49,7 +49,7 @@ class SectionWorkers:
                                          max_output=self.max_output, round=ctx.round)
             self.caller.ledger.forget_context(context_id)  # never continued: keep memory flat
             if reply.stop is not None:
-                stops.append((reply.stop, f"section worker: {reply.detail}"))
+                stops[i] = (reply.stop, f"section worker: {reply.detail}")
             if reply.failed:
                 return f"[section {sections[i]!r} not researched: {reply.detail}]"
             return reply.text
@@ -59,10 +59,10 @@ class SectionWorkers:
         if admitted < len(sections) and not stops:
             refused = self.caller.reservation_refused(prompts[admitted], self.max_output, role="worker",
                                                       context_id=f"{base}-{admitted}")
-            stops.append((StopReason.TOKEN_BUDGET, f"section worker: {refused}"))
+            stops[admitted] = (StopReason.TOKEN_BUDGET, f"section worker: {refused}")
         good = [n for n in notes if not n.startswith("[section ")]
         return ToolOutput("\n\n".join(notes), segments=tuple(good), status="ok" if good else "error",
-                          stop=stops[0] if stops else None)
+                          stop=stops[min(stops)] if stops else None)
 
     def _admitted(self, prompts: list[list[Message]]) -> int:
         """How many sections, taken in order, the token budget can reserve

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import jsonlines
+
 from imprint_core.errors import UserInputError
+from imprint_core.files import json_lines
 from imprint_core.novelty import NoveltyConfig, PatienceRule
 from imprint_core.stoprules import CallView, RoundView, Rule, build as build_rule
 from imprint_core.stoprules.builtin import RecordRule
@@ -79,20 +82,17 @@ def read_round_log(path: str | Path) -> RoundLog:
 
 def parse_round_log(raw: str, p: str) -> RoundLog:
     """A round log from its text; `p` names it in errors and becomes its path."""
-    lines = raw.splitlines()
     objs: list[tuple[int, dict]] = []
-    for no, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            raise UserInputError(f"not valid JSON: {exc.msg} at column {exc.colno}", file=p, line=no) from None
-        except RecursionError:
-            raise UserInputError("not readable JSON: nested too deeply", file=p, line=no) from None
-        if not isinstance(obj, dict):
-            raise UserInputError("each line must be a JSON object", file=p, line=no)
-        objs.append((no, obj))
+    try:
+        for no, obj in json_lines(raw):
+            if not isinstance(obj, dict):
+                raise UserInputError("each line must be a JSON object", file=p, line=no)
+            objs.append((no, obj))
+    except jsonlines.InvalidLineError as exc:
+        cause = exc.__cause__
+        why = (f"not valid JSON: {cause.msg} at column {cause.colno}" if isinstance(cause, json.JSONDecodeError)
+               else "not readable JSON: nested too deeply")
+        raise UserInputError(why, file=p, line=exc.lineno) from None
     if not objs:
         raise UserInputError("empty file: no header", file=p, line=1, key="format", expected=ROUNDS_FORMAT)
     no, header = objs[0]

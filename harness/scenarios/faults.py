@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 from imprint_core import (CancelToken, Chunk, FunctionTool, LoopConfig, ProviderError, ResearchLoop,
                           ResearchSettings, ScriptedProvider, StopReason, ToolCall, ToolCallEvent, ToolOutput,
                           ToolSpec, Turn, UsageEvent, VirtualClock, read_trace)
+from imprint_core.files import json_lines
 from imprint_core.settings import atomic_write_text
 from imprint_core.events import RequestSettled
 from imprint_core.trace import EventLog, TraceWriter
@@ -225,7 +226,7 @@ def check_invariants(loop: ResearchLoop, result, trace_text: str) -> list[str]:
     problems = []
     if not isinstance(result.stop_reason, StopReason):
         problems.append("no defined stop reason")
-    events = [json.loads(l) for l in trace_text.splitlines()]
+    events = [value for _, value in json_lines(trace_text)]
     results = Counter(e["call_id"] for e in events if e["type"] == "tool_result")
     asked = [c.id for m in result.messages if m.role == "assistant" for c in m.tool_calls]
     answered = Counter(m.tool_call_id for m in result.messages if m.role == "tool")
@@ -267,7 +268,7 @@ def run_cell(provider_kind: str, fault: str, *, cancel_after: int | None = None,
     cell.stop_reason, cell.final_mode, cell.rounds = result.stop_reason.value, result.final_mode.value, result.rounds
     cell.requests = result.research_requests
     cell.failed_requests = sum(r.outcome in ("error", "unsent") for r in result.records)
-    events = [json.loads(l) for l in buf.getvalue().splitlines()]
+    events = [value for _, value in json_lines(buf.getvalue())]
     cell.tool_errors = sum(1 for e in events if e["type"] == "tool_result" and e["status"] == "error")
     cell.problems += check_invariants(loop, result, buf.getvalue())
     # read_trace reads a file: a private temporary one, never a file of some checkout

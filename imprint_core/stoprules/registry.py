@@ -220,10 +220,18 @@ def convert(info: RuleInfo, name: str, value: Any, key: str = "--param") -> Any:
     return value
 
 
-def build(spec: str | RuleInfo, params: Mapping[str, Any] | None = None, key: str = "--param") -> Rule:
-    """The rule `spec` names, built with `params` (checked and converted)."""
+def build(spec: str | RuleInfo, params: Mapping[str, Any] | None = None, key: str = "--param", *,
+          defaults: Mapping[str, Any] | None = None) -> Rule:
+    """The rule `spec` names, built with `params` (checked and converted),
+    and each of `defaults` that it takes and `params` does not give (the
+    loop's patience and novelty config, for the record's rule and rules
+    built on it)."""
     info = resolve(spec) if isinstance(spec, str) else spec
-    kwargs = {n: convert(info, n, v, key) for n, v in (params or {}).items()}
+    params = dict(params or {})
+    for name, value in (defaults or {}).items():
+        if name in info.params:
+            params.setdefault(name, value)
+    kwargs = {n: convert(info, n, v, key) for n, v in params.items()}
     try:
         made = info.factory(**kwargs)
     except UserInputError:

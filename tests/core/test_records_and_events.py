@@ -20,6 +20,7 @@ from imprint_core import (ByteEstimateCounter, CancelToken, Chunk, Done, EventLo
                           ToolOutput, ToolSpec, TraceWriter, Turn, Usage, VirtualClock, call, collect,
                           read_trace)
 from imprint_core.errors import ImprintError
+from imprint_core.workers import WORKER_SYSTEM
 
 from helpers import doc, endless, make_run, read_tool, searches, settings
 
@@ -694,6 +695,37 @@ def test_worker_prompts_give_each_worker_its_section_of_the_question():
     assert start.tool == "delegate_sections" and start.blocking is True  # workers run inside the call
     settled = [e for e in run.events("request_settled") if e.role == "worker"]
     assert [e.round for e in settled] == [1, 1]
+
+
+def test_the_stop_a_fan_out_reports_is_its_first_section_s_whatever_thread_finishes_first():
+    """Sections 0 and 1 both meet a full context; section 1's worker is made
+    to stop first (its count lets section 0's go on only once it is done),
+    yet the batch reports section 0's stop, as it would if they ran in turn."""
+    import threading
+
+    one_done = threading.Event()
+
+    class Gate(ByteEstimateCounter):
+        def count(self, messages, tools):
+            got = super().count(messages, tools)
+            last = messages[-1].content
+            if threading.current_thread() is not threading.main_thread():
+                if last.endswith("Section: " + "zero " * 500):
+                    assert one_done.wait(10)
+                elif last.endswith("Section: " + "one " * 450):
+                    one_done.set()
+            return got
+
+    run = make_run([fan("zero " * 500, "one " * 450), "done"], [], config=LoopConfig(section_workers=True),
+                   counter=Gate(), context_window=1_000)
+    result = run.run()
+    assert result.stop_reason is StopReason.CONTEXT_FULL and one_done.is_set()
+    prompts = {s: run.loop.caller.estimate([Message("system", WORKER_SYSTEM),
+                                            Message("user", f"Question: What is known?\nSection: {s}")])
+               for s in ("zero " * 500, "one " * 450)}
+    assert result.detail == (f"section worker: prompt of {prompts['zero ' * 500]} tokens plus 512 output tokens "
+                             f"exceeds the context window of 1000")
+    assert run.requests("worker") == []
 
 
 def test_worker_notes_are_the_evidence_and_failures_are_not():

@@ -158,3 +158,36 @@ def test_stream_target_gets_one_whole_line_per_event():
     assert lines[-1] == "" and len(lines) == 3  # header, answer, trailing newline
     assert json.loads(lines[1])["text"] == "multi\nline\ntext"
     assert isinstance(tw.header, Header)
+
+
+def test_values_in_a_rule_s_notes_are_written_by_their_declared_type():
+    """The project's records and verdicts write as their dicts, enums as
+    their values, tuples and sets as lists, bytes as text; any other object
+    as its str, even one with a `to_dict` of its own (nothing is probed)."""
+    import enum
+
+    from imprint_core.novelty.rule import EvidenceVerdict
+    from imprint_core.types import ToolCall
+
+    class Level(enum.Enum):
+        HIGH = 3
+
+    class Foreign:
+        def to_dict(self):
+            return {"probed": True}
+
+        def __str__(self):
+            return "foreign"
+
+    record = RequestRecord(id=1, role="worker", context_id="w1-0", policy="reserve", outcome="ok",
+                           estimated_prompt=10, max_output=5, reserved=15, charged=15, refunded=0)
+    verdict = EvidenceVerdict(status="new", paragraphs=2, new_paragraphs=1, new_shingles=4)
+    call = ToolCall("c1", "search", {"q": "a"})
+    notes = {"record": record, "verdict": verdict, "call": call,
+             "level": Level.HIGH, "pair": (1, 2), "raw": "é".encode() + b"\xff", "foreign": Foreign()}
+    buf = io.StringIO()
+    TraceWriter(buf, VirtualClock()).write(RoundEnd(round=1, kind="read", rule="mine", rule_notes=notes))
+    line = json.loads(buf.getvalue().splitlines()[1])["rule_notes"]
+    assert line["record"] == record.to_dict() and line["verdict"] == verdict.to_dict()
+    assert line["call"] == call.to_dict() and line["call"]["arguments"] == {"q": "a"}
+    assert (line["level"], line["pair"], line["raw"], line["foreign"]) == (3, [1, 2], "é\ufffd", "foreign")

@@ -17,7 +17,10 @@ import zlib
 from pathlib import Path
 from typing import Any, NoReturn
 
+import jsonlines
+
 from imprint_core.errors import UserInputError
+from imprint_core.files import json_lines
 
 FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat")
 """The importable formats, in the order detection tries them."""
@@ -169,16 +172,12 @@ def load(path: str | Path, src: Source | None = None) -> Any:
     if not text.strip():
         src.fail("empty file", line=1)
     if Path(path).name.lower().endswith((".jsonl", ".jsonl.gz")) or _otlp_lines(text):
-        values = []
-        for no, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    values.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    _json_error(exc, line, src, line_offset=no - 1)
-                except RecursionError:
-                    src.fail(TOO_DEEP, line=no)
-        return values
+        try:
+            return [value for _, value in json_lines(text)]
+        except jsonlines.InvalidLineError as exc:
+            if isinstance(exc.__cause__, json.JSONDecodeError):
+                _json_error(exc.__cause__, exc.line, src, line_offset=exc.lineno - 1)
+            src.fail(TOO_DEEP, line=exc.lineno)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
