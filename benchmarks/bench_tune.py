@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.analysis.sweep import ProgressCache, clear_memory_cache, load_corpora  # noqa: E402
+from harness.analysis.progresscache import ProgressCache, clear_memory_cache  # noqa: E402
+from harness.analysis.sweep import load_corpora  # noqa: E402
 from harness.analysis.tune import tune  # noqa: E402
 from harness.cli.tune import corpora_from  # noqa: E402
 from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402

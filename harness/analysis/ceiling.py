@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
-from .sweep import Progress, TuneRun, stop_rounds
+from .progresscache import Progress
+from .sweep import TuneRun, stop_rounds
 
 
 CEILINGS = {

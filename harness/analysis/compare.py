@@ -37,7 +37,8 @@ from imprint_core.stoprules.builtin import AnyRule
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
 from ..realruns.roundlogs import round_view
-from .sweep import ProgressCache, TuneRun, compute_progress, stop_rounds
+from .progresscache import ProgressCache
+from .sweep import TuneRun, compute_progress, stop_rounds
 from .tune import PARTS, Split
 
 DEFAULT_RULES = ("record", "record[patience=4]", "round-cap", "identical-batch", "openhands", "gemini-cli",

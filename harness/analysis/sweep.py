@@ -6,7 +6,7 @@ kind and whether it made progress (`realruns.roundlogs.round_progress`). That
 list depends on the novelty config (every `NoveltyConfig` field) and on the
 run, never on patience, so it is computed once per (run, config) and kept:
 
-- in memory, per process (`MEMORY`), so a second sweep in the same process
+- in memory, per process (`progresscache.MEMORY`), so a second sweep in the same process
   with other patience values or rules costs nothing;
 - on disk, optionally, under the user cache dir (`default_cache_dir()`), one
   small file per (run content, config, code version): the run's key is a
@@ -39,40 +39,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from imprint_core.errors import UserInputError
-from imprint_core.novelty import NoveltyConfig, shared_work
+from imprint_core.novelty import NoveltyConfig
 
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ..realruns.noveltyconfigs import config_key
 from ..realruns.regressionstore import CORPUS as REGRESSIONS
-from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress
+from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies
 from ..realruns.runfiles import RunFile, find_inputs, read_file
-
-Progress = list[list[tuple[str, bool]]]
-"""Per reply, per round: (kind, made progress)."""
-
-CACHE_FORMAT = 1
-MEMORY: dict[tuple[str, str], Progress] = {}
-"""This process's computed progress, by (run digest, config key)."""
-
-
-def clear_memory_cache() -> None:
-    MEMORY.clear()
-
-
-def default_cache_dir() -> Path:
-    """`$IMPRINT_CACHE_DIR/tune` or the user cache dir's `imprint/tune`."""
-    env = os.environ.get("IMPRINT_CACHE_DIR")
-    if env:
-        return Path(env) / "tune"
-    from platformdirs import user_cache_dir
-    return Path(user_cache_dir("imprint")) / "tune"
+from .progresscache import Progress, ProgressCache, decode
+from .sweepwork import Item, runner_for
 
 
 # ---- corpora and their labelled runs ------------------------------------------------------------------
@@ -281,122 +261,6 @@ def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset") -> tuple[
     return runs, warnings
 
 
-# ---- the cache ----------------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def code_version() -> str:
-    """A hash of the sources that decide a round's progress."""
-    import imprint_core.novelty as novelty
-    import imprint_core.rounds as core_rounds
-    import imprint_core.stoprules as stoprules
-    from ..realruns import roundlogs as realrounds
-    files: list[Path] = []
-    for mod in (novelty, core_rounds, stoprules, realrounds):
-        f = Path(mod.__file__)
-        files += sorted(f.parent.rglob("*.py")) if f.name == "__init__.py" else [f]
-    h = hashlib.blake2b(digest_size=12)
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
-
-
-def _encode(progress: Progress) -> list[str]:
-    return ["".join(k[0].upper() if made else k[0] for k, made in rep) for rep in progress]
-
-
-_KINDS = {"r": "read", "w": "write", "a": "ask", "e": "error"}
-
-
-def _decode(text: list[str]) -> Progress:
-    return [[(_KINDS[ch.lower()], ch.isupper()) for ch in rep] for rep in text]
-
-
-class ProgressCache:
-    """Progress by (run digest, config): this process's memory, then the disk (optional)."""
-
-    def __init__(self, disk: Path | None = None):
-        self.disk = disk
-        self.hits_memory = self.hits_disk = self.stored = 0
-
-    def _file(self, digest: str, key: str) -> Path:
-        assert self.disk is not None
-        name = hashlib.blake2b(f"{CACHE_FORMAT}\0{code_version()}\0{digest}\0{key}".encode(),
-                               digest_size=16).hexdigest()
-        return self.disk / name[:2] / f"{name}.json"
-
-    def get(self, digest: str, key: str) -> Progress | None:
-        hit = MEMORY.get((digest, key))
-        if hit is not None:
-            self.hits_memory += 1
-            return hit
-        if self.disk is None:
-            return None
-        try:
-            data = json.loads(self._file(digest, key).read_text(encoding="utf-8"))
-            progress = _decode(data["progress"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
-        MEMORY[(digest, key)] = progress
-        self.hits_disk += 1
-        return progress
-
-    def put(self, digest: str, key: str, progress: Progress) -> None:
-        MEMORY[(digest, key)] = progress
-        self.stored += 1
-        if self.disk is None:
-            return
-        f = self._file(digest, key)
-        try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"format": CACHE_FORMAT, "config": json.loads(key), "digest": digest,
-                                       "progress": _encode(progress)}), encoding="utf-8")
-            os.replace(tmp, f)
-        except OSError:
-            pass   # a cache that cannot be written is only slower
-
-
-# ---- computing what is missing ---------------------------------------------------------------------------
-def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
-    """The expensive call: every reply of a run through a fresh tracker."""
-    return [round_progress(rep, config) for rep in reps]
-
-
-def shared_progress(reps: Sequence[RoundLog], configs: Sequence[NoveltyConfig]) -> list[Progress]:
-    """progress_of(reps, c) for every config c, each reply judged under every
-    config back to back, so that they share its normalized text and shingles."""
-    out: list[Progress] = [[] for _ in configs]
-    with shared_work():
-        for rep in reps:
-            for got, config in zip(out, configs):
-                got.append(round_progress(rep, config))
-    return out
-
-
-Item = tuple[tuple[int, ...], list[int]]
-"""A work item: (config indexes, run indexes), every config over every run."""
-
-
-def _compute_chunk(configs: Sequence[NoveltyConfig], runs: Sequence[Sequence[RoundLog]],
-                   share: bool = True) -> list[list[list[str]]]:
-    """Per run, per config: its progress, encoded."""
-    if share:
-        return [[_encode(p) for p in shared_progress(reps, configs)] for reps in runs]
-    return [[_encode(progress_of(reps, c)) for c in configs] for reps in runs]
-
-
-_WORKER_RUNS: list[list[RoundLog]] = []
-
-
-def _init_worker(runs: list[list[RoundLog]]) -> None:
-    global _WORKER_RUNS
-    _WORKER_RUNS = runs
-
-
-def _pool_item(item: tuple[list[NoveltyConfig], list[int], bool]) -> list[list[list[str]]]:
-    configs, idx, share = item
-    return _compute_chunk(configs, [_WORKER_RUNS[i] for i in idx], share)
-
-
 def _weight(reps: Sequence[RoundLog]) -> int:
     return sum(len(c.result) + 200 for rep in reps for r in rep.rounds for c in r.calls) + 1
 
@@ -445,49 +309,6 @@ def _waves(items: list[Item], runs: Sequence[TuneRun]) -> list[list[Item]]:
         waves[-1].append(item)
         load += w
     return waves
-
-
-Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[Item], bool], list[list[list[list[str]]]]]
-
-
-def run_inline(configs, runs, items, share=True):
-    return [_compute_chunk([configs[ci] for ci in cis], [runs[i] for i in idx], share) for cis, idx in items]
-
-
-def run_pool(jobs: int) -> Runner:
-    def run(configs, runs, items, share=True):
-        if jobs <= 1 or len(items) <= 1:
-            return run_inline(configs, runs, items, share)
-        with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
-                                 initargs=(runs,)) as pool:
-            return list(pool.map(_pool_item, [([configs[ci] for ci in cis], idx, share) for cis, idx in items]))
-    return run
-
-
-def run_dask(scheduler: Any) -> Runner:
-    """On a Dask distributed cluster: `scheduler` is its address (or a
-    `distributed.Client`). Every run is scattered to the cluster once; the
-    workers need this package importable."""
-    def run(configs, runs, items, share=True):
-        from distributed import Client
-        client = scheduler if isinstance(scheduler, Client) else Client(scheduler, set_as_default=False)
-        try:
-            needed = sorted({i for _, idx in items for i in idx})
-            futures = dict(zip(needed, client.scatter([runs[i] for i in needed])))
-            jobs = [client.submit(_compute_chunk, [configs[ci] for ci in cis], [futures[i] for i in idx], share,
-                                  pure=False) for cis, idx in items]
-            return client.gather(jobs)
-        finally:
-            if client is not scheduler:
-                client.close()
-    return run
-
-
-def runner_for(jobs: int | None = None, scheduler: Any = None) -> tuple[Runner, str]:
-    if scheduler is not None:
-        return run_dask(scheduler), f"Dask cluster {scheduler if isinstance(scheduler, str) else 'client'}"
-    jobs = jobs or os.cpu_count() or 1
-    return run_pool(jobs), ("1 process" if jobs == 1 else f"{jobs} local processes")
 
 
 @dataclass
@@ -541,7 +362,7 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
             for (cis, idx), encoded in zip(wave, results):
                 for ri, per_config in zip(idx, encoded):
                     for ci, enc in zip(cis, per_config):
-                        progress = _decode(enc)
+                        progress = decode(enc)
                         cache.put(runs[ri].digest, keys[ci], progress)
                         out[(ci, ri)] = progress
                         stats.computed += 1

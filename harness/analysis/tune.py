@@ -43,7 +43,8 @@ from imprint_core.novelty import NoveltyConfig
 from ..realruns.labels import LOOP_SLACK, Tally, judge
 from ..realruns.noveltyconfigs import config_key
 from .ceiling import loop_ceiling
-from .sweep import ComputeStats, ProgressCache, TuneRun, compute_progress, stop_rounds
+from .progresscache import ProgressCache
+from .sweep import ComputeStats, TuneRun, compute_progress, stop_rounds
 from .tunesettings import RuleSetting, Setting, settings_for
 
 PARTS = ("dev", "held-out")

@@ -50,7 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from imprint_core.files import atomic_write_text
     from ..analysis.compare import DEFAULT_RULES, RuleChoice, compare, markdown, plot, rows
-    from ..analysis.sweep import ProgressCache, default_cache_dir, load_corpora
+    from ..analysis.progresscache import ProgressCache, default_cache_dir
+    from ..analysis.sweep import load_corpora
     from ..analysis.tune import Split
     if not 0 <= args.holdout < 1:
         raise UserInputError(f"{args.holdout} is not a share", key="--holdout", expected="0 to below 1")

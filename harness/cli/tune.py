@@ -128,7 +128,8 @@ def rule_grid_from(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.sweep import ProgressCache, default_cache_dir, load_corpora
+    from ..analysis.progresscache import ProgressCache, default_cache_dir
+    from ..analysis.sweep import load_corpora
     from ..analysis.tune import Rule, Split, tune
     from ..analysis.tunereport import recommendation, write_outputs
     from ..realruns.noveltyconfigs import expand

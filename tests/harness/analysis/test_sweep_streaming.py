@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.analysis import sweep
-from harness.analysis.sweep import Corpus, ProgressCache, clear_memory_cache, compute_progress, load_corpora
+from harness.analysis.progresscache import ProgressCache, clear_memory_cache
+from harness.analysis.sweep import Corpus, compute_progress, load_corpora
 from harness.realruns import noveltyconfigs
 from imprint_core.errors import UserInputError
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harness.analysis import sweep as sweep_mod
-from harness.analysis.sweep import Corpus, ProgressCache, TuneRun, clear_memory_cache, load_corpora, stop_rounds
+from harness.analysis import sweepwork as sweep_mod
+from harness.analysis.progresscache import ProgressCache, clear_memory_cache
+from harness.analysis.sweep import Corpus, TuneRun, load_corpora, stop_rounds
 from harness.analysis.ceiling import loop_ceiling, oracle_progress
 from harness.analysis.tune import Rule, Scores, Split, pareto_front, tune
 from harness.analysis.tunesettings import Setting

@@ -1,0 +1,110 @@
+"""Per-round progress of a (run, config), kept: in this process's memory
+(`MEMORY`) and, optionally, on disk under the user cache dir, one small file
+per (run content, config, code version). The code version is a hash of the
+novelty and round-classification sources, so an edit there is a miss, never
+a stale hit. Progress is stored as one string per reply, a letter a round
+(its kind's initial, upper case where it made progress).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+Progress = list[list[tuple[str, bool]]]
+"""Per reply, per round: (kind, made progress)."""
+
+CACHE_FORMAT = 1
+MEMORY: dict[tuple[str, str], Progress] = {}
+"""This process's computed progress, by (run digest, config key)."""
+
+
+def clear_memory_cache() -> None:
+    MEMORY.clear()
+
+
+def default_cache_dir() -> Path:
+    """`$IMPRINT_CACHE_DIR/tune` or the user cache dir's `imprint/tune`."""
+    env = os.environ.get("IMPRINT_CACHE_DIR")
+    if env:
+        return Path(env) / "tune"
+    from platformdirs import user_cache_dir
+    return Path(user_cache_dir("imprint")) / "tune"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of the sources that decide a round's progress."""
+    import imprint_core.novelty as novelty
+    import imprint_core.rounds as core_rounds
+    import imprint_core.stoprules as stoprules
+    from ..realruns import roundlogs as realrounds
+    files: list[Path] = []
+    for mod in (novelty, core_rounds, stoprules, realrounds):
+        f = Path(mod.__file__)
+        files += sorted(f.parent.rglob("*.py")) if f.name == "__init__.py" else [f]
+    h = hashlib.blake2b(digest_size=12)
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def encode(progress: Progress) -> list[str]:
+    return ["".join(k[0].upper() if made else k[0] for k, made in rep) for rep in progress]
+
+
+_KINDS = {"r": "read", "w": "write", "a": "ask", "e": "error"}
+# The eight (kind, made progress) pairs, built once: a decoded round is a
+# pointer to one of them, not a tuple of its own (100,000 runs hold millions).
+_ROUNDS = {c: (kind, made) for ch, kind in _KINDS.items() for c, made in ((ch, False), (ch.upper(), True))}
+
+
+def decode(text: list[str]) -> Progress:
+    return [[_ROUNDS[ch] for ch in rep] for rep in text]
+
+
+class ProgressCache:
+    """Progress by (run digest, config): this process's memory, then the disk (optional)."""
+
+    def __init__(self, disk: Path | None = None):
+        self.disk = disk
+        self.hits_memory = self.hits_disk = self.stored = 0
+
+    def _file(self, digest: str, key: str) -> Path:
+        assert self.disk is not None
+        name = hashlib.blake2b(f"{CACHE_FORMAT}\0{code_version()}\0{digest}\0{key}".encode(),
+                               digest_size=16).hexdigest()
+        return self.disk / name[:2] / f"{name}.json"
+
+    def get(self, digest: str, key: str) -> Progress | None:
+        hit = MEMORY.get((digest, key))
+        if hit is not None:
+            self.hits_memory += 1
+            return hit
+        if self.disk is None:
+            return None
+        try:
+            data = json.loads(self._file(digest, key).read_text(encoding="utf-8"))
+            progress = decode(data["progress"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        MEMORY[(digest, key)] = progress
+        self.hits_disk += 1
+        return progress
+
+    def put(self, digest: str, key: str, progress: Progress) -> None:
+        MEMORY[(digest, key)] = progress
+        self.stored += 1
+        if self.disk is None:
+            return
+        f = self._file(digest, key)
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"format": CACHE_FORMAT, "config": json.loads(key), "digest": digest,
+                                       "progress": encode(progress)}), encoding="utf-8")
+            os.replace(tmp, f)
+        except OSError:
+            pass   # a cache that cannot be written is only slower
