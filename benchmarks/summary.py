@@ -128,8 +128,8 @@ def dtype_rows(dt: dict) -> list[tuple[str, str, str, str]]:
                     f"against {ref['decode_step_ms_median_short_context']} / "
                     f"{ref['decode_step_ms_median_long_context']} ms ({sp['decode_short_context']}× / "
                     f"{sp['decode_long_context']}× as fast)", "(measured)", "-"))
-        out.append((f"… {d}: prefill of {dt['long_prompt_tokens']:,} tokens, a research run, greedy reply "
-                    f"tokens equal to float32's", f"{sp['prefill']}× / {sp['research_run']}× as fast; "
+        out.append((f"… {d}: prefill of {dt['long_prompt_tokens']:,} tokens, a research run, a greedy reply's "
+                    f"tokens before the first that differs from float32's", f"{sp['prefill']}× / {sp['research_run']}× as fast; "
                     f"{got.get('greedy_reply_prefix_same_as_float32', '?')}", "(measured)", "-"))
     return out
 
