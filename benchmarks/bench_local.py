@@ -11,12 +11,14 @@ Measures, in one run, and writes reports/bench/local.json:
   ended), p50 and p95 in ms, against the decode step time.
 - prefix reuse: time to first token on a 1,000+ token shared prefix, with
   the context's KV cache reused and without.
-- dtype: bfloat16 against float32, prefill of the same 1,000+ token prompt
-  and decode step time.
+- dtype: bfloat16 and int8 (int8 linear layers) against float32, prefill of
+  the same 1,000+ token prompt, decode step time at a short and a long
+  context, a whole research run, and how many of the tokens a greedy reply
+  chose agree with float32's (the same prompt, the same number of tokens).
 - tool calls: 5 prompts with tool_choice=required (valid calls) and auto
   (how often the model calls at all).
 
-    python benchmarks/bench_local.py [--tokens 48] [--trials 20] [--out PATH]
+    python benchmarks/bench_local.py [--tokens 48] [--trials 20] [--out PATH] [--sections dtype,...]
 
 The model folder must be built (`imprint model build`). The figures depend on
 the machine and on what else runs on it: the load average is recorded too.
@@ -39,9 +41,11 @@ if str(ROOT) not in sys.path:
 
 from imprint_core import CancelToken, Message, ModelRequest, MonotonicClock, ToolSpec, collect  # noqa: E402
 from harness.live.model_folder import load_local_provider  # noqa: E402
+from imprint_core.counting import common_prefix_len  # noqa: E402
 from imprint_core.providers.local import LocalProvider  # noqa: E402
 
 TARGET_RATIO = 1.05
+SECTIONS = ("overhead", "deadline", "prefix_cache", "tool_calls", "dtype")
 STORY = [Message("user", "Write a long story about a dragon who reads books in an old library.")]
 DOCUMENT = " ".join(
     f"Section {i}: the archive records that the harbour of Tessaly was rebuilt in {1700 + 3 * i} after a storm, "
@@ -215,19 +219,26 @@ def research_run(p: LocalProvider) -> tuple[float, int, int]:
     return elapsed, sum(s.prefilled for s in stats), sum(s.generated for s in stats)
 
 
+DTYPES = ("float32", "bfloat16", "int8")  # float32 first: the reference the others are compared with
+
+
 def bench_dtypes(repeat: int) -> dict:
-    """Both dtypes loaded at once and run alternately, so that they share
-    the machine's load; medians of the paired ratios. Decode is timed at a
-    short and at a long context, and a whole research run is timed too."""
+    """Every dtype loaded at once and run in turn (the order rotating), so
+    that they share the machine's load; medians of the paired ratios against
+    float32. Decode is timed at a short and at a long context, and a whole
+    research run is timed too."""
     first, _ = long_prompt()
-    providers = {d: load_local_provider(clock=MonotonicClock(), dtype=d) for d in ("float32", "bfloat16")}
+    providers = {d: load_local_provider(clock=MonotonicClock(), dtype=d) for d in DTYPES}
     m: dict[str, dict[str, list[float]]] = {d: {"prefill": [], "step_long": [], "step_short": [], "run": []}
                                             for d in providers}
-    for p in providers.values():
+    replies = {}
+    for d, p in providers.items():
         run(p, STORY, max_output=4, context="warm")
+        p.forget()
+        replies[d] = list(run(p, STORY, max_output=48, context="agree")[2].output_units)
     work = (0, 0)
     for i in range(repeat):
-        for d in (("float32", "bfloat16") if i % 2 == 0 else ("bfloat16", "float32")):
+        for d in DTYPES[i % len(DTYPES):] + DTYPES[:i % len(DTYPES)]:
             p = providers[d]
             p.forget()
             _, _, _, st = run(p, first, max_output=16, context="d")
@@ -249,11 +260,17 @@ def bench_dtypes(repeat: int) -> dict:
                   "decode_step_ms_median_short_context": round(statistics.median(m[d]["step_short"]), 2),
                   "research_run_s_median": round(statistics.median(m[d]["run"]), 2)}
 
-    def speedup(key: str) -> float:
-        return round(statistics.median(f / b for f, b in zip(m["float32"][key], m["bfloat16"][key])), 2)
+    def speedup(d: str, key: str) -> float:
+        return round(statistics.median(f / b for f, b in zip(m["float32"][key], m[d][key])), 2)
 
-    out["bf16_speedup"] = {"prefill": speedup("prefill"), "decode_long_context": speedup("step_long"),
-                           "decode_short_context": speedup("step_short"), "research_run": speedup("run")}
+    def agreement(d: str) -> str:
+        same = common_prefix_len(replies[d], replies["float32"])
+        return f"{same}/{len(replies['float32'])}"
+
+    for d, key in (("bfloat16", "bf16_speedup"), ("int8", "int8_speedup")):
+        out[key] = {"prefill": speedup(d, "prefill"), "decode_long_context": speedup(d, "step_long"),
+                    "decode_short_context": speedup(d, "step_short"), "research_run": speedup(d, "run")}
+        out[d]["greedy_reply_prefix_same_as_float32"] = agreement(d)
     return out
 
 
@@ -290,7 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overhead-repeat", type=int, default=11, help="paired runs for the overhead ratio")
     ap.add_argument("--trials", type=int, default=20, help="deadline trials (>= 20)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "local.json"))
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all); the "
+                         f"others are kept from the existing report at --out")
     args = ap.parse_args(argv)
+    chosen = [x.strip() for x in args.sections.split(",") if x.strip()]
+    if not chosen or set(chosen) - set(SECTIONS):
+        raise SystemExit(f"--sections: choose from {', '.join(SECTIONS)}, got {args.sections!r}")
     load_before = os.getloadavg()
     started = time.perf_counter()
     provider = load_local_provider(clock=MonotonicClock())
@@ -311,13 +334,18 @@ def main(argv: list[str] | None = None) -> int:
                 ("prefix_cache", lambda: bench_prefix(provider, args.repeat)),
                 ("tool_calls", lambda: bench_tool_calls(provider)),
                 ("dtype", lambda: bench_dtypes(max(args.repeat - 2, 3)))]
+    out = Path(args.out)
+    if set(chosen) != set(SECTIONS) and out.is_file():
+        kept = json.loads(out.read_text())
+        report.update({k: kept[k] for k in SECTIONS if k not in chosen and k in kept})
+        report["machine_of_kept_sections"] = kept.get("machine_of_kept_sections", kept.get("machine"))
+    sections = [(name, fn) for name, fn in sections if name in chosen]
     for name, fn in sections:
         t = time.perf_counter()
         report[name] = fn()
         print(f"{name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     report["machine"]["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     report["seconds"] = round(time.perf_counter() - started, 1)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
@@ -329,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(decode step {d['decode_step_ms_p50']} ms)")
     print(f"prefix: TTFT {px['ttft_without_reuse_s_median']} s -> {px['ttft_with_reuse_s_median']} s "
           f"on {px['shared_prefix_tokens']} shared tokens")
-    print(f"dtype: bf16 against fp32 (x = speedup): {dt['bf16_speedup']}")
+    print(f"dtype: bf16 against fp32 (x = speedup): {dt['bf16_speedup']}; int8: {dt.get('int8_speedup')}")
     tc = report["tool_calls"]
     print(f"tool calls: required {tc['required']['valid']}/5 valid; auto {tc['auto']['replies_with_calls']}/5 called")
     print(f"wrote {out}")

@@ -24,7 +24,7 @@ short prefill rate + output tokens that round x short decode time per
 token). Written to reports/bench/peers.json (atomically); `make bench`
 puts the ratios into reports/bench/README.md.
 
-    python benchmarks/bench_peers.py [--rounds 12] [--only local,transformers,llamacpp]
+    python benchmarks/bench_peers.py [--rounds 12] [--only local-float32,local-int8,transformers,llamacpp]
     python benchmarks/bench_peers.py --profile   # where the local provider's time goes, round 2 against
                                                  # the last: reports/bench/peers-profile.md, no peers.json
 
@@ -51,10 +51,33 @@ if str(ROOT) not in sys.path:
 from imprint_core import (CancelToken, Message, ModelRequest, MonotonicClock, TextDelta, ToolCall,  # noqa: E402
                           UsageEvent, atomic_write_text)
 
-SYSTEMS = ("local", "transformers", "llamacpp")
+# "local": the provider's default dtype ("auto": bfloat16 where the CPU has
+# native bf16); "local-<dtype>": that dtype, each loaded beside the others in
+# the same run. By default float32 (the exact reference) and int8.
+SYSTEMS = ("local", "local-float32", "local-bfloat16", "local-int8", "transformers", "llamacpp")
+DEFAULT_SYSTEMS = ("local-float32", "local-int8", "transformers", "llamacpp")
 LLAMA_N_CTX = 8192
 COMPARABLE = 0.15  # a peer whose last prompt differs from ours by more is not running the same conversation
 TARGETS = {"local_vs_limit": 1.3, "local_vs_best_peer": 0.5, "round_last_vs_round_2": 1.5}
+
+
+def local_dtype(name: str) -> str | None:
+    """The dtype a local system runs: None for `local` (the default), else
+    what follows `local-`."""
+    return name.split("-", 1)[1] if name.startswith("local-") else None
+
+
+def is_local(name: str) -> bool:
+    return name == "local" or name.startswith("local-")
+
+
+def ratio_key(name: str, key: str) -> str:
+    """A local system's ratio key: `local`'s as TARGETS names it, another
+    local system's with its name in front (local-int8_vs_limit,
+    local-int8_round_last_vs_round_2)."""
+    if name == "local":
+        return key
+    return name + key[len("local"):] if key.startswith("local_") else f"{name}_{key}"
 TOPICS = ("harbour", "lighthouse", "salt trade", "archive", "storm", "guild", "canal", "granary", "market", "bridge",
           "mill", "school")
 NAMES = ("Ada", "Bram", "Cleo", "Dov", "Esa", "Fenn", "Gil")
@@ -137,7 +160,7 @@ def one_round(system: System, messages: list[Message], tokens: int) -> dict:
         row["prompt_tokens_source"] = "server tokenize endpoint (the stream reports no usage)"
     if row["output_tokens"] is None and system.count_text is not None:
         row["output_tokens"] = system.count_text("".join(parts))
-    if system.name == "local":
+    if is_local(system.name):
         st = system.provider.stats[-1]
         row.update(fed_tokens=st.fed, prefill_s=round(st.prefill_seconds, 4), decode_s=round(st.decode_seconds, 4))
     return row
@@ -223,37 +246,49 @@ def summarize(system: System) -> dict:
 
 
 def ratios(report: dict) -> dict:
+    """Every local system against the peers, its own limit and its round 2;
+    another local system's keys carry its name (`ratio_key`), and `met`
+    judges each against TARGETS. Every other local system is compared with
+    float32 too (local-int8_vs_local-float32; with `local` where float32 did
+    not run)."""
     systems, rounds = report["systems"], report["rounds"]
-    local = systems.get("local", {})
     out: dict[str, Any] = {"targets": TARGETS}
-    if local.get("status") != "ran" or len(local["rounds"]) < rounds:
-        return out
-    total = local["total_s"]
-    peers = {k: v for k, v in systems.items() if k != "local" and v.get("status") == "ran"
-             and len(v["rounds"]) == rounds}
-    ours = local["prompt_tokens_last_round"]
-    for kind, peer in list(peers.items()):
-        theirs = peer.get("prompt_tokens_last_round")
-        if not theirs or abs(theirs - ours) > COMPARABLE * ours:
-            out[f"{kind}_not_comparable"] = f"its last prompt was {theirs} tokens against our {ours}"
-            del peers[kind]
-    for kind, peer in peers.items():
-        out[f"local_vs_{kind}"] = round(total / peer["total_s"], 3)
-        if local.get("cpu_total_s") and peer.get("cpu_total_s"):
-            out[f"local_vs_{kind}_cpu"] = round(local["cpu_total_s"] / peer["cpu_total_s"], 3)
-    if peers:
-        best = min(peers, key=lambda k: peers[k]["total_s"])
-        out["best_peer"] = best
-        out["local_vs_best_peer"] = round(total / peers[best]["total_s"], 3)
-    if "limit" in report:
-        out["local_vs_limit"] = round(total / report["limit"]["total_s"], 3)
-    if rounds >= 2:
-        walls = [r["wall_s"] for r in local["rounds"]]
-        out["round_last_vs_round_2"] = round(walls[-1] / walls[1], 3)
-        cpus = [r["cpu_s"] for r in local["rounds"]]
-        if None not in cpus:
-            out["round_last_vs_round_2_cpu"] = round(cpus[-1] / cpus[1], 3)
-    out["met"] = {k: out[k] <= v for k, v in TARGETS.items() if k in out}
+    complete = {k: v for k, v in systems.items() if v.get("status") == "ran" and len(v["rounds"]) == rounds}
+    peers = {k: v for k, v in complete.items() if not is_local(k)}
+    met: dict[str, bool] = {}
+    for name, local in complete.items():
+        if not is_local(name):
+            continue
+        key = lambda k: ratio_key(name, k)  # noqa: E731
+        total, ours = local["total_s"], local["prompt_tokens_last_round"]
+        comparable = {}
+        for kind, peer in peers.items():
+            theirs = peer.get("prompt_tokens_last_round")
+            if not theirs or abs(theirs - ours) > COMPARABLE * ours:
+                out[f"{kind}_not_comparable"] = f"its last prompt was {theirs} tokens against our {ours}"
+                continue
+            comparable[kind] = peer
+            out[key(f"local_vs_{kind}")] = round(total / peer["total_s"], 3)
+            if local.get("cpu_total_s") and peer.get("cpu_total_s"):
+                out[key(f"local_vs_{kind}_cpu")] = round(local["cpu_total_s"] / peer["cpu_total_s"], 3)
+        if comparable:
+            best = min(comparable, key=lambda k: comparable[k]["total_s"])
+            out["best_peer"] = best
+            out[key("local_vs_best_peer")] = round(total / comparable[best]["total_s"], 3)
+        limit = report.get("limits", {}).get(name)
+        if limit:
+            out[key("local_vs_limit")] = round(total / limit["total_s"], 3)
+        reference = "local-float32" if "local-float32" in complete else "local"
+        if name != reference and reference in complete:
+            out[f"{name}_vs_{reference}"] = round(total / complete[reference]["total_s"], 3)
+        if rounds >= 2:
+            walls = [r["wall_s"] for r in local["rounds"]]
+            out[key("round_last_vs_round_2")] = round(walls[-1] / walls[1], 3)
+            cpus = [r["cpu_s"] for r in local["rounds"]]
+            if None not in cpus:
+                out[key("round_last_vs_round_2_cpu")] = round(cpus[-1] / cpus[1], 3)
+        met.update({key(k): out[key(k)] <= v for k, v in TARGETS.items() if key(k) in out})
+    out["met"] = met
     return out
 
 
@@ -272,17 +307,21 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict:
         "rounds": args.rounds, "output_tokens": args.tokens, "systems": {}}
     with contextlib.ExitStack() as stack:
         systems: list[System] = []
-        local, local_system = None, None
-        if "local" in only:
-            from harness.live.model_folder import load_local_provider
-            local = load_local_provider(clock=MonotonicClock())
-            report["local"] = {"dtype": local.dtype, "load_s": round(local.load_seconds, 2),
-                               "torch_threads": torch.get_num_threads()}
-            local_system = System("local", local)
-            systems.append(local_system)
-            progress(f"local: loaded ({local.dtype}) in {local.load_seconds:.1f} s")
+        locals_: list[System] = []
+        for name in only:
+            if is_local(name):
+                from harness.live.model_folder import load_local_provider
+                dtype = local_dtype(name)
+                local = load_local_provider(clock=MonotonicClock(), **({"dtype": dtype} if dtype else {}))
+                report.setdefault("locals", {})[name] = {"dtype": local.dtype, "load_s": round(local.load_seconds, 2),
+                                                         "torch_threads": torch.get_num_threads()}
+                locals_.append(System(name, local))
+                progress(f"{name}: loaded ({local.dtype}) in {local.load_seconds:.1f} s")
+        if "local" in report.get("locals", {}):
+            report["local"] = report["locals"]["local"]
+        systems += locals_
         for kind in only:
-            if kind != "local":
+            if not is_local(kind):
                 got = start_peer(kind, stack, progress)
                 if isinstance(got, dict):
                     report["systems"][kind] = got
@@ -292,11 +331,10 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict:
         for system in systems:  # warm-up: first-request costs (allocations, lazy imports) stay out of round 1
             with contextlib.suppress(Exception):
                 one_round(system, [Message("user", "Hello.")], 4)
-            if system is local_system:
-                local.forget()
-        samples: list[dict] = []
-        if local is not None:
-            samples += short_rates(local, prompts[0], args.tokens, args.rate_repeat)
+            if system in locals_:
+                system.provider.forget()
+        samples: dict[str, list[dict]] = {s.name: short_rates(s.provider, prompts[0], args.tokens, args.rate_repeat)
+                                          for s in locals_}
         for r, messages in enumerate(prompts, 1):
             for system in systems:
                 if system.error:
@@ -310,10 +348,12 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict:
                 system.rounds.append(dict(round=r, **row))
                 progress(f"round {r:2d} {system.name:12s} {row['wall_s']:7.2f} s  ttft {row['ttft_s'] or 0:6.2f} s  "
                          f"prompt {row['prompt_tokens']} tokens  output {row['output_tokens']}")
-        if local is not None:
-            samples += short_rates(local, prompts[0], args.tokens, args.rate_repeat)
-            if not local_system.error:
-                report["limit"] = limit_of(samples, local_system.rounds, args.tokens)
+        for s in locals_:
+            samples[s.name] += short_rates(s.provider, prompts[0], args.tokens, args.rate_repeat)
+            if not s.error:
+                report.setdefault("limits", {})[s.name] = limit_of(samples[s.name], s.rounds, args.tokens)
+        if "local" in report.get("limits", {}):
+            report["limit"] = report["limits"]["local"]
         for system in systems:
             report["systems"][system.name] = summarize(system)
     report["ratios"] = ratios(report)
@@ -355,7 +395,7 @@ def profile(args: argparse.Namespace, progress: Callable[[str], None]) -> str:
     import torch
     from torch.profiler import ProfilerActivity, profile as torch_profile
     from harness.live.model_folder import load_local_provider
-    local = load_local_provider(clock=MonotonicClock())
+    local = load_local_provider(clock=MonotonicClock(), **({"dtype": args.dtype} if args.dtype else {}))
     system = System("local", local)
     one_round(system, [Message("user", "Hello.")], 4)
     local.forget()
@@ -391,6 +431,20 @@ def profile(args: argparse.Namespace, progress: Callable[[str], None]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def weight_bytes(model: Any) -> int:
+    """Bytes of weights a decoded token reads: every layer's (int8 ones at a
+    byte a weight), lm_head included, the embedding not (one row of it)."""
+    import torch
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+    total = 0
+    for m in model.modules():
+        if isinstance(m, Int8Linear):
+            total += m.weight().numel()
+        elif not isinstance(m, torch.nn.Embedding) and not list(m.children()):
+            total += sum(p.numel() * p.element_size() for p in m.parameters(recurse=False))
+    return total
+
+
 def arithmetic(local: Any, r2: dict, rn: dict) -> list[str]:
     """What exact attention must compute and read at a context, against the
     linear layers: why no kernel brings a long context to short-context speed."""
@@ -399,7 +453,7 @@ def arithmetic(local: Any, r2: dict, rn: dict) -> list[str]:
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
     params = sum(p.numel() for p in local.model.model.layers.parameters())
     linear = 2 * params  # multiply-adds of the decoder layers, per token
-    width = 4 if local.dtype == "float32" else 2
+    width = 2 if local.dtype == "bfloat16" else 4  # of the KV cache; int8 keeps it in float32
 
     def attention(context: int) -> int:  # QK^T and PV for one query over `context` positions, all layers
         return 4 * layers * heads * head_dim * context
@@ -418,7 +472,7 @@ def arithmetic(local: Any, r2: dict, rn: dict) -> list[str]:
                       ("KV cache read per decoded token",
                        lambda r: f"{kv_bytes(r['prompt_tokens']) / 1e6:.0f} MB"),
                       ("weights read per decoded token",
-                       lambda r: f"{(params + cfg.vocab_size * cfg.hidden_size) * width / 1e6:.0f} MB")):
+                       lambda r: f"{weight_bytes(local.model) / 1e6:.0f} MB")):
         lines.append(f"| {label} | {fn(r2)} | {fn(rn)} |")
     lines += ["", "A prefilled token costs the linear layers' arithmetic plus attention over everything before it; "
               "a decoded token reads the weights plus the whole KV cache. Both grow with the context whatever the "
@@ -432,12 +486,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=12, help="conversation rounds (default 12)")
     ap.add_argument("--tokens", type=int, default=32, help="output tokens asked for each round (default 32)")
-    ap.add_argument("--only", default=",".join(SYSTEMS), help="comma-separated systems to run (default: all)")
+    ap.add_argument("--only", default=",".join(DEFAULT_SYSTEMS),
+                    help=f"comma-separated systems to run, of {', '.join(SYSTEMS)} (default: {','.join(DEFAULT_SYSTEMS)})")
     ap.add_argument("--rate-repeat", type=int, default=3,
                     help="short-context samples before and after the conversation (default 3 each)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "peers.json"))
     ap.add_argument("--profile", nargs="?", const=str(ROOT / "reports" / "bench" / "peers-profile.md"),
                     metavar="PATH", help="profile the local provider instead (default reports/bench/peers-profile.md)")
+    ap.add_argument("--dtype", default=None, help="with --profile: the local provider's dtype (default: its default)")
     args = ap.parse_args(argv)
     started = time.perf_counter()
 
@@ -457,8 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(out, json.dumps(report, indent=2) + "\n")
     for name, s in report["systems"].items():
         print(f"{name}: " + (f"{s['total_s']} s total" if "total_s" in s else s.get("skipped") or s.get("error")))
-    if "limit" in report:
-        print(f"limit: {report['limit']['total_s']} s")
+    for name, limit in report.get("limits", {}).items():
+        print(f"limit of {name}: {limit['total_s']} s")
     print("ratios: " + json.dumps({k: v for k, v in report["ratios"].items() if k not in ("targets", "met")}))
     print(f"wrote {out}")
     return 0

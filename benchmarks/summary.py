@@ -9,6 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "reports" / "bench"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_peers names the local systems' ratios
 
 from imprint_core.settings import atomic_write_text  # noqa: E402
 
@@ -99,6 +100,7 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append((f"time to first token on a {pc['shared_prefix_tokens']:,}-token shared prefix",
                     f"{pc['ttft_without_reuse_s_median']} s → {pc['ttft_with_reuse_s_median']} s with reuse "
                     f"({pc['speedup']}×)", "(measured)", "-"))
+        out += dtype_rows(local.get("dtype") or {})
     if peers:
         out += peer_rows(peers)
     rules = _load("rules.json")
@@ -113,12 +115,33 @@ def rows() -> list[tuple[str, str, str, str]]:
     return out
 
 
+def dtype_rows(dt: dict) -> list[tuple[str, str, str, str]]:
+    """bench_local.py's dtype section: each dtype against float32, paired in one run."""
+    out = []
+    for d, key in (("bfloat16", "bf16_speedup"), ("int8", "int8_speedup")):
+        if key not in dt:
+            continue
+        sp, ref, got = dt[key], dt["float32"], dt[d]
+        out.append((f"local provider, {d} against float32: decode step at a {dt['short_prompt_tokens']}-token / "
+                    f"{dt['long_prompt_tokens']:,}-token context",
+                    f"{got['decode_step_ms_median_short_context']} / {got['decode_step_ms_median_long_context']} ms "
+                    f"against {ref['decode_step_ms_median_short_context']} / "
+                    f"{ref['decode_step_ms_median_long_context']} ms ({sp['decode_short_context']}× / "
+                    f"{sp['decode_long_context']}× as fast)", "(measured)", "-"))
+        out.append((f"… {d}: prefill of {dt['long_prompt_tokens']:,} tokens, a research run, a greedy reply's "
+                    f"tokens before the first that differs from float32's", f"{sp['prefill']}× / {sp['research_run']}× as fast; "
+                    f"{got.get('greedy_reply_prefix_same_as_float32', '?')}", "(measured)", "-"))
+    return out
+
+
 def peer_rows(peers: dict) -> list[tuple[str, str, str, str]]:
-    """bench_peers.py: the long conversation, ours against each peer and the limit."""
+    """bench_peers.py: the long conversation, each local system (a dtype of
+    our provider) against each peer, its own limit and its round 2."""
+    from bench_peers import is_local, ratio_key
     out = []
     n, systems, ratios = peers["rounds"], peers["systems"], peers.get("ratios", {})
     targets, met = ratios.get("targets", {}), ratios.get("met", {})
-    local = systems.get("local", {})
+    limits = peers.get("limits") or ({"local": peers["limit"]} if "limit" in peers else {})
 
     def verdict(key: str) -> str:
         return "-" if key not in met else ("met" if met[key] else "missed")
@@ -127,31 +150,43 @@ def peer_rows(peers: dict) -> list[tuple[str, str, str, str]]:
         if "total_s" in s:
             walls = [r["wall_s"] for r in s["rounds"]]
             out.append((f"{n}-round conversation, {name}: total (round 1 → round {n}; prompt tokens reported "
-                        f"in round {n})", f"{s['total_s']:.1f} s ({walls[0]:.1f} s → {walls[-1]:.1f} s; "
-                        f"{s.get('prompt_tokens_last_round')})", "(measured)", "-" if s["status"] == "ran" else "error"))
+                        f"in round {n}; CPU time)", f"{s['total_s']:.1f} s ({walls[0]:.1f} s → {walls[-1]:.1f} s; "
+                        f"{s.get('prompt_tokens_last_round')}; CPU {s.get('cpu_total_s')} s)", "(measured)",
+                        "-" if s["status"] == "ran" else "error"))
         else:
             out.append((f"{n}-round conversation, {name}", f"skipped: {(s.get('skipped') or '').splitlines()[0]}",
                         "(measured)", "-"))
-    if "limit" in peers:
-        lim = peers["limit"]
-        out.append((f"… the limit: short-context prefill {lim['prefill_tokens_per_s']} tokens/s, decode "
-                    f"{lim['decode_s_per_token'] * 1000:.0f} ms/token", f"{lim['total_s']} s", "(measured)", "-"))
-    if "local_vs_limit" in ratios:
-        out.append(("… local provider against the limit", f"{ratios['local_vs_limit']}×",
-                    f"≤ {targets.get('local_vs_limit')}×", verdict("local_vs_limit")))
-    for name in systems:
-        if f"local_vs_{name}" in ratios:
-            cpu = ratios.get(f"local_vs_{name}_cpu")
-            out.append((f"… local provider against {name}", f"{ratios[f'local_vs_{name}']}×"
-                        + (f" (CPU time {cpu}×)" if cpu is not None else ""), "(measured)", "-"))
-    if "local_vs_best_peer" in ratios:
-        out.append((f"… local provider against the best peer ({ratios['best_peer']})",
-                    f"{ratios['local_vs_best_peer']}×", f"≤ {targets.get('local_vs_best_peer')}×",
-                    verdict("local_vs_best_peer")))
-    if "round_last_vs_round_2" in ratios and local:
-        out.append((f"… local provider, round {n} time against round 2",
-                    f"{ratios['round_last_vs_round_2']}× (CPU time {ratios.get('round_last_vs_round_2_cpu')}×)",
-                    f"≤ {targets.get('round_last_vs_round_2')}×", verdict("round_last_vs_round_2")))
+    if "loadavg_before" in peers.get("machine", {}):
+        m = peers["machine"]
+        out.append(("… load average before and after the run (2 shared cores)",
+                    f"{m['loadavg_before'][0]} → {m.get('loadavg_after', ['?'])[0]}", "(measured)", "-"))
+    for local in [k for k in systems if is_local(k)]:
+        key = lambda k: ratio_key(local, k)  # noqa: E731
+        if local in limits:
+            lim = limits[local]
+            out.append((f"… the limit of {local}: short-context prefill {lim['prefill_tokens_per_s']} tokens/s, "
+                        f"decode {lim['decode_s_per_token'] * 1000:.0f} ms/token", f"{lim['total_s']} s",
+                        "(measured)", "-"))
+        if key("local_vs_limit") in ratios:
+            out.append((f"… {local} against its limit", f"{ratios[key('local_vs_limit')]}×",
+                        f"≤ {targets.get('local_vs_limit')}×", verdict(key("local_vs_limit"))))
+        for other in [k for k in systems if is_local(k) and f"{local}_vs_{k}" in ratios]:
+            out.append((f"… {local} against {other}", f"{ratios[f'{local}_vs_{other}']}×", "(measured)", "-"))
+        for name in systems:
+            k = key(f"local_vs_{name}")
+            if k in ratios and not is_local(name):
+                cpu = ratios.get(key(f"local_vs_{name}_cpu"))
+                out.append((f"… {local} against {name}", f"{ratios[k]}×"
+                            + (f" (CPU time {cpu}×)" if cpu is not None else ""), "(measured)", "-"))
+        if key("local_vs_best_peer") in ratios:
+            out.append((f"… {local} against the best peer ({ratios['best_peer']})",
+                        f"{ratios[key('local_vs_best_peer')]}×", f"≤ {targets.get('local_vs_best_peer')}×",
+                        verdict(key("local_vs_best_peer"))))
+        if key("round_last_vs_round_2") in ratios:
+            out.append((f"… {local}, round {n} time against round 2",
+                        f"{ratios[key('round_last_vs_round_2')]}× (CPU time "
+                        f"{ratios.get(key('round_last_vs_round_2_cpu'))}×)",
+                        f"≤ {targets.get('round_last_vs_round_2')}×", verdict(key("round_last_vs_round_2"))))
     return out
 
 

@@ -25,9 +25,13 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from imprint_core.errors import ModelUnavailable, UserInputError
+from imprint_core.types import Clock
+
+if TYPE_CHECKING:
+    from imprint_core.providers.local import LocalProvider
 
 MODEL_DIR_ENV = "IMPRINT_MODEL_DIR"
 MODEL_NAME = "smollm2-135m-instruct"
@@ -143,13 +147,14 @@ class ModelNotBuilt(ModelUnavailable):
     command that builds it."""
 
 
-def load_local_provider(path: Path | str | None = None, **kwargs):
+def load_local_provider(path: Path | str | None = None, *, clock: Clock, **options: Any) -> LocalProvider:
     """The core's LocalProvider on the model folder (default: the user
-    cache), with the command that builds or rebuilds it in every error."""
-    from imprint_core.providers.local import LocalProvider
+    cache), built by the core from its `LocalSpec` (`options`: the spec's
+    fields), with the command that builds or rebuilds it in every error."""
+    from imprint_core.providers import LocalSpec, build_provider
     target = ensure_model_dir(path)
     try:
-        return LocalProvider(target, **kwargs)
+        return build_provider(LocalSpec(target, **options), clock=clock)
     except ModelUnavailable as exc:
         raise ModelNotBuilt(f"{exc.message}; rebuild it with: {BUILD_COMMAND} --force") from exc
 

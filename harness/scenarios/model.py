@@ -95,7 +95,7 @@ class StubProviderSpec(_Strict):
 class LocalProviderSpec(_Strict):
     """SmolLM2-135M-Instruct through transformers (`imprint model build`)."""
     kind: Literal["local"]
-    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    dtype: Literal["bfloat16", "float32", "int8"] = "bfloat16"
     context_window: int | None = Field(None, ge=64)
     tool_choice: Literal["auto", "required", "none"] = Field(
         "auto", description="required: every reply with tools offered is a (grammar-constrained) call")

@@ -41,7 +41,8 @@ DOCS: dict[str, dict[str, str]] = {
                          "bytes_per_token": "The byte estimate's bytes per token",
                          "script": "The coordinator's replies, in order (the run fails loudly if they run out)",
                          "workers": "Section workers' replies, in order", "final": "Replies to the final request"},
-    "LocalProviderSpec": {"kind": "local", "dtype": "Weights' dtype",
+    "LocalProviderSpec": {"kind": "local", "dtype": "Weights' dtype (float32: the exact reference; int8: float32 "
+                                                   "with torch's dynamic int8 linear layers)",
                           "context_window": "Context window in tokens (default: the model's)",
                           "seed": "Sampling seed"},
     "RemoteProviderSpec": {"kind": "remote", "server": "Which recorded server: transformers serve or llama.cpp",

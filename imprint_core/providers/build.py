@@ -2,7 +2,8 @@
 
 `build_provider(spec, clock=...)` takes the data that says which provider
 to run (`ScriptedSpec`: the stub's turns and its counter; `RemoteSpec`: an
-OpenAI-compatible server and where its exact count comes from) and returns
+OpenAI-compatible server and where its exact count comes from; `LocalSpec`:
+the local model's folder and dtype, which counts with its own tokenizer) and returns
 the provider with every counter it offers assembled: the byte estimate, the
 calibrated estimate and the server's template and tokenizer
 (`remote_tokens`). A caller such as the testbed's scenario runner states
@@ -23,9 +24,10 @@ from ..types import Clock, Provider, TokenCounter
 from .scripted import ScriptedProvider, TurnSource
 
 if TYPE_CHECKING:
+    from .local import Dtype, LocalProvider, ToolChoice
     from .remote import RemoteProvider
 
-__all__ = ["RemoteSpec", "ScriptedSpec", "build_provider"]
+__all__ = ["LocalSpec", "RemoteSpec", "ScriptedSpec", "build_provider"]
 
 
 @dataclass(frozen=True)
@@ -65,13 +67,41 @@ class RemoteSpec:
     calibration_path: Path | None = None
 
 
-def build_provider(spec: ScriptedSpec | RemoteSpec, *, clock: Clock) -> Provider:
+@dataclass(frozen=True)
+class LocalSpec:
+    """The local model (`LocalProvider`, torch and transformers loaded when
+    it is built): its folder and options, as LocalProvider names them.
+    `dtype`: auto, bfloat16, float32 or int8. Its counting is its own
+    tokenizer's exact count, whatever `chat.token_counting` says. A folder
+    that is missing or does not load raises ModelUnavailable, naming it."""
+    model_path: Path
+    dtype: Dtype = "auto"
+    context_window: int | None = None
+    tool_choice: ToolChoice = "auto"
+    max_tool_calls: int = 1
+    temperature: float = 0.0
+    seed: int = 0
+    max_cached_contexts: int = 8
+    threads: int | None = None
+
+
+def build_provider(spec: ScriptedSpec | RemoteSpec | LocalSpec, *, clock: Clock) -> Provider:
     """The provider `spec` describes, with its counting assembled."""
     if isinstance(spec, ScriptedSpec):
         counter = RegexTokenCounter() if spec.counter == "exact" else ByteEstimateCounter(spec.bytes_per_token)
         return ScriptedProvider(spec.turns, clock=clock, workers=spec.workers, final=spec.final,
                                 context_window=spec.context_window, counter=counter)
+    if isinstance(spec, LocalSpec):
+        return _local(spec, clock)
     return _remote(spec, clock)
+
+
+def _local(spec: LocalSpec, clock: Clock) -> LocalProvider:
+    from .local import LocalProvider
+    return LocalProvider(spec.model_path, clock=clock, dtype=spec.dtype, context_window=spec.context_window,
+                         tool_choice=spec.tool_choice, max_tool_calls=spec.max_tool_calls,
+                         temperature=spec.temperature, seed=spec.seed, max_cached_contexts=spec.max_cached_contexts,
+                         threads=spec.threads)
 
 
 def _wire_tool_choice(value: str | None) -> str | dict | None:

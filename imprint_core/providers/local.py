@@ -68,11 +68,12 @@ from .local_attention import ATTENTION, attention_implementation
 from .local_kv_cache import ContextCache, PrefixCaches, kv_cache
 from .local_tokenizer import TokenizerCounter
 
-__all__ = ["ATTENTION", "DEFAULT_DTYPE", "Dtype", "LocalProvider", "LocalRequestStats", "NUMBER_BOUND",
+__all__ = ["ATTENTION", "DEFAULT_DTYPE", "DTYPES", "Dtype", "LocalProvider", "LocalRequestStats", "NUMBER_BOUND",
            "NUMBER_STEP", "SAFE_INTEGER", "TOOL_CLOSE", "TOOL_OPEN", "TokenizerCounter", "ToolChoice",
            "parse_tool_calls", "tool_call_grammar"]
 
-Dtype = Literal["auto", "bfloat16", "float32"]
+Dtype = Literal["auto", "bfloat16", "float32", "int8"]
+DTYPES: tuple[str, ...] = ("auto", "bfloat16", "float32", "int8")
 
 # "auto" (the default) is bfloat16 where the CPU computes in it natively
 # (AVX512-BF16 or AMX) and float32 elsewhere. With native bf16 it prefilled
@@ -83,6 +84,17 @@ Dtype = Literal["auto", "bfloat16", "float32"]
 # against 273-366 tokens/s on 650 tokens), and each bf16 decode step upcast
 # the whole KV cache, which grows with the context (measured in
 # reports/bench/peers-profile.md).
+#
+# "int8": float32 weights whose linear layers (lm_head included, the MLPs'
+# down_proj not) torch's dynamic quantization turns into int8 matrices
+# (`quantize_linear_layers`); activations and the KV cache stay float32. A
+# decode step reads under half the weights' bytes: measured in
+# reports/bench/local.json ("dtype") and peers.json ("local-int8"). Its
+# replies differ from float32's where greedy choices were close, and, as a
+# call's activations are quantized by their own largest value, a prompt
+# prefilled in two parts (after a cached prefix) gets slightly different
+# logits than one prefilled whole. Counts are the tokenizer's either way;
+# float32 stays the exact reference.
 DEFAULT_DTYPE: Dtype = "auto"
 
 
@@ -92,6 +104,33 @@ def resolve_dtype(torch: Any, dtype: str) -> str:
         return dtype
     native = [getattr(torch.cpu, f, lambda: False) for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
     return "bfloat16" if any(f() for f in native) else "float32"
+
+
+# Linear layers int8 leaves in float32, by the end of their name: the MLP's
+# output projection, whose inputs carry the few huge activations of this
+# model. Dynamic quantization scales a call's activations by their largest
+# value, so with down_proj in int8 those outliers cost every other position
+# its precision: greedy next-token choices along a 1,262-token prompt agreed
+# with float32's at 81% of positions, against 91% with it left in float32,
+# for 25% more time per decode step (40 against 50 ms, measured in one run).
+FLOAT32_LINEAR = ("down_proj",)
+
+
+def quantize_linear_layers(torch: Any, model: Any) -> None:
+    """The nn.Linear layers of `model` (in place, lm_head included, those
+    FLOAT32_LINEAR names excepted) as torch's dynamically quantized int8
+    linear layer: int8 weights with a scale per output channel (81% against
+    78% per tensor, at no measurable cost), activations quantized per call
+    (fbgemm/x86 kernels on x86). torch 2.13 marks torch.ao.quantization
+    deprecated in favour of torchao, which is not installed here; its
+    warnings are silenced for this call only."""
+    import warnings
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and not name.endswith(FLOAT32_LINEAR)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
 @dataclass
@@ -119,7 +158,8 @@ class LocalProvider:
 
     `model_path`: the converted model folder (default: the one
     `imprint model build` makes). `dtype`: auto (default: bfloat16 where
-    the CPU has native bf16, else float32), bfloat16 or float32.
+    the CPU has native bf16, else float32), bfloat16, float32 or int8
+    (float32 with int8 linear layers).
     `tool_choice`: auto (the model decides), required (every reply with tools
     offered is a call), none (tools are shown but never called).
     `max_tool_calls`: calls per reply (default 1: allowed more, this model
@@ -139,8 +179,8 @@ class LocalProvider:
                  context_window: int | None = None, tool_choice: ToolChoice = "auto", max_tool_calls: int = 1,
                  temperature: float = 0.0, seed: int = 0, max_cached_contexts: int = 8,
                  threads: int | None = None):
-        if dtype not in ("auto", "bfloat16", "float32"):
-            raise ValueError(f"dtype must be 'auto', 'bfloat16' or 'float32', got {dtype!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         if tool_choice not in ("auto", "required", "none"):
             raise ValueError(f"tool_choice must be auto, required or none, got {tool_choice!r}")
         started = time.perf_counter()
@@ -162,7 +202,7 @@ class LocalProvider:
             torch.set_num_threads(threads)
         self._torch = torch
         self.clock = clock
-        self.dtype = dtype = resolve_dtype(torch, dtype)  # the one loaded: bfloat16 or float32
+        self.dtype = dtype = resolve_dtype(torch, dtype)  # the one loaded: bfloat16, float32 or int8
         self.tool_choice: ToolChoice = tool_choice
         self.max_tool_calls = max_tool_calls
         self.temperature = float(temperature)
@@ -170,13 +210,15 @@ class LocalProvider:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(
-                self.model_path, dtype=getattr(torch, dtype), local_files_only=True,
+                self.model_path, dtype=torch.bfloat16 if dtype == "bfloat16" else torch.float32, local_files_only=True,
                 attn_implementation=attention_implementation(torch))
         except (OSError, ValueError) as exc:
             # local_files_only: never the hub, whatever the process environment says.
             raise ModelUnavailable(f"the local model folder {self.model_path} could not be loaded ({exc})",
                                    file=str(self.model_path)) from exc
         self.model.eval()
+        if dtype == "int8":
+            quantize_linear_layers(torch, self.model)
         self.config = self.model.config
         window = int(getattr(self.config, "max_position_embeddings", 8192))
         self.context_window = min(window, int(context_window)) if context_window else window

@@ -21,6 +21,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the provider sets it, 
 
 import jsonschema
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import imprint_core
 from harness.live import model_folder as models
@@ -59,11 +60,24 @@ ORIGINAL_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 
-@pytest.fixture(scope="module")
-def provider() -> LocalProvider:
-    # No importorskip: a missing model folder fails here with the message
-    # that names `imprint model build`.
-    return models.load_local_provider(clock=MonotonicClock())
+_PROVIDERS: dict[str, LocalProvider] = {}
+
+
+def _loaded(dtype: str) -> LocalProvider:
+    """One provider per dtype for the whole file (loading is seconds)."""
+    if dtype not in _PROVIDERS:
+        _PROVIDERS[dtype] = models.load_local_provider(
+            clock=MonotonicClock(), **({} if dtype == "default" else {"dtype": dtype}))
+    return _PROVIDERS[dtype]
+
+
+@pytest.fixture(scope="module", params=["default", "int8"])
+def provider(request) -> LocalProvider:
+    """Every provider test runs on the default dtype and on int8: the
+    quantized model keeps every promise (counts, cache, deadlines, calls).
+    No importorskip: a missing model folder fails here with the message
+    that names `imprint model build`."""
+    return _loaded(request.param)
 
 
 def request(messages, tools=(), max_output=24, *, context="t", deadline=None, cancel=None, clock=None):
@@ -116,6 +130,36 @@ def test_kv_cache_grows_in_place_and_crops_like_a_dynamic_cache():
     assert length > 2000 and cache.layers[0]._kbuf.shape[-2] <= 3000
 
 
+@settings(max_examples=60, deadline=None)
+@given(length=st.integers(1, 300), groups=st.sampled_from([1, 3]), kv_heads=st.integers(1, 3),
+       mask=st.sampled_from(["none", "bool", "additive"]), spare=st.integers(0, 9), seed=st.integers(0, 2 ** 16))
+def test_decode_attention_is_sdpa_over_the_cache_views(length, groups, kv_heads, mask, spare, seed):
+    """The single-query float32 path: what SDPA computes (grouped heads, a
+    boolean or additive mask, the given scale), on key/value views into
+    buffers with spare rows, as the KV cache hands them over; a position the
+    mask hides has no weight."""
+    import torch
+    from imprint_core.providers.local_attention import decode_attention
+    g = torch.Generator().manual_seed(seed)
+    heads, dim = kv_heads * groups, 8
+    query = torch.randn(1, heads, 1, dim, generator=g)
+    key = torch.randn(1, kv_heads, length + spare, dim, generator=g)[:, :, :length]
+    value = torch.randn(1, kv_heads, length + spare, dim, generator=g)[:, :, :length]
+    keep = torch.rand(1, 1, 1, length, generator=g) > 0.3
+    keep[..., -1] = True
+    m = {"none": None, "bool": keep,
+         "additive": torch.zeros(keep.shape).masked_fill(keep.logical_not(), float("-inf"))}[mask]
+    got = decode_attention(torch, query, key, value, m, 0.3)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=m, scale=0.3, enable_gqa=groups > 1).transpose(1, 2)
+    assert got.shape == (1, 1, heads, dim)
+    assert torch.allclose(got, want, atol=1e-5)
+    if mask != "none" and not bool(keep.all()):
+        hidden = value.clone()
+        hidden[..., ~keep[0, 0, 0], :] = 1e6  # what a hidden position holds must not matter
+        assert torch.allclose(decode_attention(torch, query, key, hidden, m, 0.3), got, atol=1e-5)
+
+
 def test_missing_model_folder_names_the_build_command(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere"
     with pytest.raises(ModelNotBuilt, match="imprint model build"):
@@ -136,6 +180,17 @@ def test_missing_model_folder_names_the_build_command(tmp_path, monkeypatch):
     assert models.model_dir() == missing
     with pytest.raises(ModelNotBuilt, match="imprint model build"):
         models.load_local_provider(clock=VirtualClock())
+
+
+def test_a_local_spec_builds_the_provider_in_one_core_call(tmp_path):
+    """build_provider(LocalSpec) is the way in, for the harness too: a
+    missing folder is the core's ModelUnavailable naming it, and a dtype
+    that does not exist names every one that does, before anything loads."""
+    from imprint_core.providers import LocalSpec, build_provider
+    with pytest.raises(ModelUnavailable, match=str(tmp_path / "nowhere")):
+        build_provider(LocalSpec(tmp_path / "nowhere"), clock=VirtualClock())
+    with pytest.raises(ValueError, match="dtype must be one of auto, bfloat16, float32, int8, got 'int4'"):
+        build_provider(LocalSpec(tmp_path, dtype="int4"), clock=VirtualClock())  # type: ignore[arg-type]
 
 
 def test_missing_gguf_package_names_the_pip_command(monkeypatch):
@@ -169,6 +224,31 @@ def test_tool_call_text_is_parsed_or_reported_never_raised():
 
 
 # ---- counting ------------------------------------------------------------------------------------
+def test_int8_quantizes_the_linear_layers_and_its_counts_are_the_tokenizers():
+    """int8: every linear layer but the MLPs' down_proj holds int8 weights;
+    the prompt and completion counts are the tokenizer's ids, as in float32,
+    whatever the quantized model chose to write."""
+    import torch
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+    from imprint_core.providers.local import FLOAT32_LINEAR
+    int8, fp32 = _loaded("int8"), _loaded("float32")
+    assert int8.dtype == "int8" and int8.counting_modes is None
+    layers = {n: m for n, m in int8.model.named_modules() if isinstance(m, (torch.nn.Linear, Int8Linear))}
+    kept = {n for n, m in layers.items() if not isinstance(m, Int8Linear)}
+    assert kept == {n for n in layers if n.endswith(FLOAT32_LINEAR)} and len(kept) == int8.config.num_hidden_layers
+    assert isinstance(int8.model.lm_head, Int8Linear) and len(layers) - len(kept) > 6 * len(kept)
+    msgs = question("Who invented the telephone?")
+    ids = list(fp32.counter.prompt_units(msgs, [SEARCH]))
+    assert list(int8.counter.prompt_units(msgs, [SEARCH])) == ids
+    for p in (int8, fp32):
+        p.forget("n")
+        text, _, usages = collect(p.generate(request(msgs, [SEARCH], max_output=16, context="n")))
+        u = usages[-1]
+        assert (u.prompt_tokens, u.cached_tokens) == (len(ids), 0)
+        assert u.output_tokens == len(u.output_units) == p.stats[-1].generated <= 16
+        assert p.cached_ids("n") == tuple(ids) + u.output_units
+
+
 def test_counter_renders_with_the_models_template(provider):
     tok, counter = provider.tokenizer, provider.counter
     assert isinstance(counter, TokenizerCounter) and counter.to_tokens(17) == 17
@@ -314,6 +394,7 @@ def test_a_prompt_prefilled_after_a_cached_prefix_sees_the_prefix(provider):
     """The default (bfloat16) attention: the ids prefilled on top of a
     cached prefix get the next-token logits a whole prefill gives, up to
     bfloat16 rounding (a wrong mask once made them attend from position 0)."""
+    import torch
     from imprint_core.providers.local_kv_cache import ContextCache
     ids = list(provider.counter.prompt_units(question("Who invented the telephone?"), [SEARCH]))
     whole, _, _ = provider._prefill(ContextCache(), ids)
@@ -322,7 +403,12 @@ def test_a_prompt_prefilled_after_a_cached_prefix_sees_the_prefix(provider):
     chunked, reused, fed = provider._prefill(ctx, ids)
     assert (reused, fed) == (len(ids) - 20, 20)
     assert int(whole.argmax()) == int(chunked.argmax())
-    assert float((whole - chunked).abs().max()) < 1.5
+    if provider.dtype == "int8":
+        # A call's activations are quantized by their own largest value: two
+        # parts of a prompt get other scales than the whole (max diff 6.1).
+        assert float(torch.nn.functional.cosine_similarity(whole, chunked, dim=0)) > 0.99
+    else:
+        assert float((whole - chunked).abs().max()) < 1.5
 
 
 def test_concurrent_contexts_decode_as_they_would_alone(provider):

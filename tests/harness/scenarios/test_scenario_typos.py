@@ -84,6 +84,16 @@ def test_an_unknown_cancel_event_is_a_load_time_error(tmp_path: Path, capsys) ->
     assert code == 2 and "cancel.where.tol: unknown key 'tol' of tool_call events" in err
 
 
+def test_an_unknown_local_dtype_is_a_load_time_error_naming_every_dtype(tmp_path: Path, capsys) -> None:
+    local = SCENARIO.replace("  kind: stub\n  script:\n    - calls: [{tool: search, args: {q: it}}]\n"
+                             "    - answer: It is this.\n", "  kind: local\n  dtype: int4\n")
+    assert "dtype: int4" in local
+    code, err = run_file(tmp_path, local, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "typo.yaml:5: provider.dtype: Input should be 'bfloat16', 'float32' or 'int8' (got 'int4')" in err
+    assert not (tmp_path / "runs").exists()         # refused before a model loads
+
+
 def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}      # this checkout's plugin, whatever is installed
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=cwd,
