@@ -98,12 +98,29 @@ DTYPES: tuple[str, ...] = ("auto", "bfloat16", "float32", "int8")
 DEFAULT_DTYPE: Dtype = "auto"
 
 
-def resolve_dtype(torch: Any, dtype: str) -> str:
-    """The dtype "auto" stands for on this CPU; others as they are."""
+# The CPU flags (Linux /proc/cpuinfo) of the instructions that compute bfloat16 natively.
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "amx_tile"})
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """This CPU's flags, from /proc/cpuinfo's first `flags` line (none where it cannot be read)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def resolve_dtype(dtype: str, flags: frozenset[str] | None = None) -> str:
+    """The dtype "auto" stands for on this CPU (bfloat16 where it computes
+    it natively, else float32); others as they are."""
     if dtype != "auto":
         return dtype
-    native = [getattr(torch.cpu, f, lambda: False) for f in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    return "bfloat16" if any(f() for f in native) else "float32"
+    return "bfloat16" if BF16_FLAGS & (cpu_flags() if flags is None else flags) else "float32"
 
 
 # Linear layers int8 leaves in float32, by the end of their name: the MLP's
@@ -202,7 +219,7 @@ class LocalProvider:
             torch.set_num_threads(threads)
         self._torch = torch
         self.clock = clock
-        self.dtype = dtype = resolve_dtype(torch, dtype)  # the one loaded: bfloat16, float32 or int8
+        self.dtype = dtype = resolve_dtype(dtype)  # the one loaded: bfloat16, float32 or int8
         self.tool_choice: ToolChoice = tool_choice
         self.max_tool_calls = max_tool_calls
         self.temperature = float(temperature)
