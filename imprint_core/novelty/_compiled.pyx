@@ -640,17 +640,55 @@ cdef bint _has_clock(Text* t):
     return 0
 
 
+cdef enum:
+    H_DIGIT = 1
+    H_DASH = 2
+    H_SLASH = 4
+    H_DOT = 8
+    H_COLON = 16
+    H_EQUALS = 32
+    H_PIPE = 64
+    H_T = 128
+
+# What a text must hold for each finder to find anything (its pattern to match).
+cdef int _NEEDS[18]
+_NEEDS[:] = [0, H_DASH, H_DIGIT, H_DIGIT, H_DASH | H_DIGIT, H_T | H_DIGIT, H_DIGIT, H_SLASH | H_DIGIT,
+             H_SLASH | H_DIGIT, H_DOT | H_DIGIT, H_DIGIT, H_DIGIT, H_COLON | H_DIGIT, H_COLON | H_DIGIT, 0, 0, 0, 0]
+
+
+cdef uint8_t _HOLDS[256]     # per character: its bit of holds()
+for _c, _bit in ((45, H_DASH), (47, H_SLASH), (46, H_DOT), (58, H_COLON), (61, H_EQUALS), (124, H_PIPE),
+                 (116, H_T), *((_d, H_DIGIT) for _d in range(48, 58))):
+    _HOLDS[_c] = _bit
+
+
+def holds(str text):
+    """The characters a text holds, as the bits finders need (one pass for every finder, until the text changes)."""
+    cdef Text t
+    cdef Py_ssize_t i
+    cdef int got = 0
+    _open(&t, text)
+    try:
+        for i in range(t.n):
+            got |= _HOLDS[t.b[i]]
+        return got
+    finally:
+        free(t.owned)
+
+
 def find(str name, str text, Py_ssize_t back=12):
     """The positions the compiled twin of a finder of _mask_finders gives, by name."""
-    return starts(FINDERS[name], text, back)
+    return starts(FINDERS[name], text, back, holds(text))
 
 
-def starts(int finder, str text, Py_ssize_t back):
+def starts(int finder, str text, Py_ssize_t back, int held):
     """Where the mask of compiled finder `finder` could match in text, ascending
     (a superset of where its pattern matches); `back`: find_ago's longest
-    quantity word and its space."""
+    quantity word and its space; `held`: holds(text)."""
     cdef Text t
     cdef Vec v
+    if _NEEDS[finder] & held != _NEEDS[finder]:
+        return []
     _open(&t, text)
     v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
     try:

@@ -124,8 +124,9 @@ class FastMasks:
 
     def _apply_compiled(self, text: str, ext) -> str:
         """apply, with each finder's compiled twin: no shapes to keep."""
+        held = ext.holds(text)
         for (pattern, repl, _, kept, expand), (finder, back) in zip(self._steps, self.compiled_steps):
-            starts = ext.starts(finder, text, back)
+            starts = ext.starts(finder, text, back, held)
             if not starts:
                 continue
             edits = _edits(pattern, repl, kept, expand, text, starts)
@@ -133,6 +134,9 @@ class FastMasks:
                 text = pattern.sub(repl, text)
             elif edits:
                 text = _edited(text, edits)
+            else:
+                continue
+            held = ext.holds(text)
         return text
 
     def apply(self, text: str) -> str:
