@@ -32,6 +32,7 @@ from imprint_core import (CancelToken, FunctionTool, LoopConfig, Message, ModelR
                           ResearchLoop, ResearchSettings, ScriptedProvider, ToolCall, ToolSpec, TraceWriter, Turn,
                           VirtualClock, collect)
 from imprint_core.events import RoundEnd  # noqa: E402
+from imprint_core.novelty import accel  # noqa: E402
 from imprint_core.settings import atomic_write_text  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(50_000)]
@@ -117,6 +118,14 @@ def run_novelty(rounds: int, texts: list[str], marks: list[float] | None = None)
     return time.process_time() - t
 
 
+def pure(fn):
+    """fn on the pure-Python novelty path (IMPRINT_NOVELTY_PURE=1's)."""
+    def run(*args, **kwargs):
+        with accel.compiled(False):
+            return fn(*args, **kwargs)
+    return run
+
+
 def _per_round(marks: list[float]) -> list[float]:
     return [b - a for a, b in zip(marks, marks[1:])]
 
@@ -133,7 +142,8 @@ def bench_overhead(rounds: int, repeat: int) -> dict:
     goes between runs does not."""
     texts = [evidence(i) for i in range(rounds)]
     run_ours(rounds, texts), run_bare(rounds, texts), run_novelty(rounds, texts)  # warm: imports, caches
-    timed: dict[str, list[float]] = {"ours": [], "bare": [], "novelty": [], "traced": []}
+    timed: dict[str, list[float]] = {"ours": [], "bare": [], "novelty": [], "traced": [], "ours_pure": [],
+                                     "novelty_pure": []}
     growth: dict[str, list[tuple[float, float]]] = {"overhead": [], "novelty": [], "non_novelty": []}
     ten = min(10, rounds // 2) or 1
 
@@ -145,6 +155,9 @@ def bench_overhead(rounds: int, repeat: int) -> dict:
         timed["novelty"].append(run_novelty(rounds, texts))
         timed["bare"].append(run_bare(rounds, texts))
         timed["traced"].append(run_ours(rounds, texts, trace_file=True))
+        if accel.active():        # the same loop on the pure-Python novelty path, for the comparison
+            timed["ours_pure"].append(pure(run_ours)(rounds, texts))
+            timed["novelty_pure"].append(pure(run_novelty)(rounds, texts))
         per = {}
         for name, fn in (("ours", run_ours), ("bare", run_bare), ("novelty", run_novelty)):
             marks: list[float] = []
@@ -175,7 +188,18 @@ def bench_overhead(rounds: int, repeat: int) -> dict:
             # writing the trace lines, JSON with the 20 KB text, adds in a real run.
             "trace_file_ms_per_round": round((traced - ours) / n * 1000, 3),
             "growth": {"rounds_compared": ten, **{k: summary(v) for k, v in growth.items()}},
+            "compiled_path": accel.active(), "pure_path": pure_path(timed, bare, n, per_round),
             "target_ms_per_round": 1.0, "met": per_round <= 1.0}
+
+
+def pure_path(timed: dict, bare: float, n: int, per_round: float) -> dict | None:
+    """The overhead with novelty on the pure-Python path, in the same run (None: the compiled path is not built)."""
+    if not timed["ours_pure"]:
+        return None
+    overhead = (min(timed["ours_pure"]) - bare) / n * 1000
+    return {"overhead_ms_per_round": round(overhead, 3),
+            "novelty_ms_per_round": round(min(timed["novelty_pure"]) / n * 1000, 3),
+            "ratio_compiled_to_pure_overhead": round(per_round / overhead, 3) if overhead > 0 else None}
 
 
 def bench_library() -> dict:

@@ -7,6 +7,8 @@ evidence coming back reordered, rescored and re-timestamped, and in cycles),
 then measures in one run, on the same input:
 
 - our NoveltyTracker (observe_round over the rounds; `default`, `basic`, `none`),
+  on the compiled path where it is built, and `default` on the pure-Python
+  path too (IMPRINT_NOVELTY_PURE's path; the same verdicts, asserted),
 - datasketch MinHash(num_perm=128) over the same paragraphs' 5-word shingles,
 - rensa (a Rust MinHash) RMinHash(num_perm=128) over the same shingles, when
   installed (the `test` extra has it; skipped otherwise),
@@ -38,9 +40,11 @@ if str(ROOT) not in sys.path:
 import xxhash  # noqa: E402
 
 from imprint_core.novelty import SHINGLE_WORDS, WINDOW_WORDS, NoveltyConfig, NoveltyTracker, normalize, segment  # noqa: E402
+from imprint_core.novelty import accel  # noqa: E402
 
 TARGET_MB_S = 25.0
 TARGET_RATIO = 10.0
+TARGET_VS_RENSA = 0.5
 SEED = 20240521
 
 # ---------------------------------------------------------------- corpus ---
@@ -252,9 +256,16 @@ def _interleaved(fns: dict, passes: int) -> dict:
                 "all_wall": [round(x, 4) for x in wall[k]]} for k in fns}
 
 
-def tracker_run(rounds, normalization: str, progress: list, one_by_one: bool = False):
-    """One pass of a fresh tracker over the rounds; the rounds' progress flags go to `progress`."""
+def tracker_run(rounds, normalization: str, progress: list, one_by_one: bool = False, pure: bool = False):
+    """One pass of a fresh tracker over the rounds; the rounds' progress flags go to `progress`.
+    `pure`: on the pure-Python path (else the compiled one, where it is built)."""
     def run():
+        if pure:
+            with accel.compiled(False):
+                return timed_run()
+        return timed_run()
+
+    def timed_run():
         tr = NoveltyTracker(NoveltyConfig(normalization=normalization))
         if one_by_one:  # as the research loop calls it: judge each result as it arrives, commit the round
             progress[:] = [tr.commit_round([tr.judge(*r) for r in rnd]).progress for rnd in rounds]
@@ -370,6 +381,10 @@ def memory_run(n_rounds: int = 10_000, every: int = 250, seed: int = SEED + 1) -
             "seconds_with_tracemalloc": round(time.perf_counter() - t0, 1)}
 
 
+def result_vs_rensa(ours: float, rate: dict) -> float | None:
+    return round(ours / rate["rensa_rminhash128"], 2) if "rensa_rminhash128" in rate else None
+
+
 def machine() -> dict:
     info = {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
             "platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count()}
@@ -403,9 +418,10 @@ def main(argv=None) -> int:
           f"(generated in {time.perf_counter() - t0:.1f} s)")
 
     paras = _paragraph_shingles(rounds)
-    progress: dict[str, list] = {v: [] for v in ("default", "basic", "none", "default_judged_one_by_one")}
-    fns = {f"tracker_{v}": (tracker_run(rounds, v.split("_")[0], progress[v], one_by_one=v.endswith("one_by_one")),
-                         args.repeat) for v in progress}
+    variants = ("default", "basic", "none", "default_judged_one_by_one") + (("default_pure",) if accel.active() else ())
+    progress: dict[str, list] = {v: [] for v in variants}
+    fns = {f"tracker_{v}": (tracker_run(rounds, v.split("_")[0], progress[v], one_by_one=v.endswith("one_by_one"),
+                                        pure=v.endswith("_pure")), args.repeat) for v in progress}
     ds_literal, ds_shared, ds = datasketch_runs(paras)
     ds_runs = max(1, min(args.repeat, 2))  # datasketch is slow: best of two
     fns |= {"datasketch_minhash128": (ds_literal, ds_runs),
@@ -440,6 +456,8 @@ def main(argv=None) -> int:
             "tracker": "NoveltyTracker.observe_round over every round (fresh tracker): segmentation (JSON hits "
                        "parsed), normalization, windowing, paragraph and 5-word-shingle fingerprints, judging "
                        "against the store, commit",
+            "tracker_default_pure": "tracker_default on the pure-Python path (IMPRINT_NOVELTY_PURE=1's), the "
+                                    "other tracker rows on the compiled one; the same progress flags, asserted",
             "tracker_default_judged_one_by_one": "the same verdicts through judge() per result and commit_round() "
                                                  "per round, as imprint_core.loop calls it",
             "datasketch_minhash128": "per paragraph: MinHash(num_perm=128) then update_batch(its 5-word shingles as "
@@ -457,12 +475,17 @@ def main(argv=None) -> int:
                   "slow spell of the shared machine falls on all of them",
         "seconds": {k: {"cpu": t["all_cpu"], "wall": t["all_wall"]} for k, t in timed.items()},
         "progress_rounds": {v: t["progress_rounds"] for v, t in tracker.items()},
+        "compiled_path": accel.active(),
         "ratios": {"tracker_default_vs_datasketch": vs_ds,
                    "tracker_default_vs_datasketch_shared_permutations": vs_ds_shared,
                    "tracker_default_vs_xxh3_64": round(ours / rate["xxh3_64_bytes"], 5)}
-        | ({"tracker_default_vs_rensa": round(ours / rate["rensa_rminhash128"], 2)} if rs else {}),
+        | ({"tracker_default_vs_rensa": result_vs_rensa(ours, rate)} if rs else {})
+        | ({"tracker_default_compiled_vs_pure": round(ours / rate["tracker_default_pure"], 2)}
+           if "tracker_default_pure" in rate else {}),
         "targets": {
             "mb_per_s": {"target": TARGET_MB_S, "measured": ours, "met": ours >= TARGET_MB_S},
+            "vs_rensa": {"target": TARGET_VS_RENSA, "measured": result_vs_rensa(ours, rate),
+                         "met": (result_vs_rensa(ours, rate) or 0) >= TARGET_VS_RENSA},
             "vs_datasketch": {"target": TARGET_RATIO, "measured": vs_ds, "met": vs_ds >= TARGET_RATIO,
                               "measured_vs_shared_permutations": vs_ds_shared,
                               "met_vs_shared_permutations": vs_ds_shared >= TARGET_RATIO},
@@ -485,8 +508,13 @@ def main(argv=None) -> int:
     print(f"tracker (default) >= {TARGET_MB_S:g} MB/s: {'met' if t['mb_per_s']['met'] else 'NOT met'} ({ours})")
     print(f"tracker / datasketch >= {TARGET_RATIO:g}x: {'met' if t['vs_datasketch']['met'] else 'NOT met'} "
           f"({vs_ds}x; {vs_ds_shared}x against shared permutations)")
+    if "tracker_default_compiled_vs_pure" in result["ratios"]:
+        print(f"tracker, compiled / pure path: {result['ratios']['tracker_default_compiled_vs_pure']}x")
+    else:
+        print("tracker: the compiled path is not built, every tracker row is the pure path")
     if rs:
-        print(f"tracker / rensa: {result['ratios']['tracker_default_vs_rensa']}x")
+        print(f"tracker / rensa >= {TARGET_VS_RENSA:g}x: {'met' if t['vs_rensa']['met'] else 'NOT met'} "
+              f"({result['ratios']['tracker_default_vs_rensa']}x)")
     else:
         print("rensa: not installed, skipped")
     if mem:

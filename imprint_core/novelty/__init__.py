@@ -16,6 +16,10 @@ Where things live (start with rule.py):
 - _fast_masks.py (over _mask_finders.py, where each mask could match),
   _bulk_shingle_counts.py: speed-ups, quarantined; each gives the answer of a plain
   definition elsewhere (tests/core/novelty/test_novelty_speed_invariants.py).
+- _compiled.pyx (Cython, built by `pip install`, optional): the lines,
+  shingles, hashes and window cuts in one C pass, and C twins of the
+  `default` profile's mask finders; accel.py chooses it or the pure path
+  (IMPRINT_NOVELTY_PURE=1; tests/core/novelty/test_novelty_compiled.py).
 - _memo.py: `shared_work()`, the pure steps (normalize, segment, shingle)
   remembered per thread, so that a sweep's configs share them.
 

@@ -5,12 +5,17 @@ Each mask's finder (`_mask_finders`) says where a match could start; the
 pattern is then tried only there, left to right, which is what `sub` does,
 and the shapes of the result are spliced from the edits, not rebuilt. A mask
 declared PLAIN_SUB, and a text with a non-ASCII digit, take the plain sub.
+Where every mask of a table has a finder that _compiled.pyx writes again in C
+(the `default` profile's), the compiled path (accel) runs the same steps
+there.
 """
 from __future__ import annotations
 
 import re
 from typing import Sequence
 
+from . import _mask_finders as finders
+from . import accel
 from ._mask_finders import ALL, PLAIN_SUB, READS_HEX, Shape
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
@@ -49,11 +54,10 @@ def kept_prefix(repl: str, groups: int) -> tuple[int, str] | None:
     return groups, tail
 
 
-def _sub_at(pattern: re.Pattern[str], repl: str, kept: tuple[int, str] | None, expand, shape: Shape,
-            starts: list[int]) -> Shape | None:
-    """pattern.sub(repl, text) for the text of shape, given every position a
-    match could start at (sorted): the shape of the result, None if unchanged."""
-    text = shape.text
+def _edits(pattern: re.Pattern[str], repl: str, kept: tuple[int, str] | None, expand, text: str,
+           starts: list[int]) -> list[tuple[int, int, str]] | None:
+    """What pattern.sub(repl, text) replaces, as (start, end, replacement), given
+    every position a match could start at (sorted); None: a match is empty."""
     edits: list[tuple[int, int, str]] = []
     pos = 0
     match = pattern.match
@@ -65,13 +69,15 @@ def _sub_at(pattern: re.Pattern[str], repl: str, kept: tuple[int, str] | None, e
             continue
         pos = m.end()
         if pos == p:  # an empty match: leave the subtleties to re
-            return Shape(pattern.sub(repl, text))
+            return None
         if kept is not None:
             edits.append((m.end(kept[0]), pos, kept[1]))
         else:
             edits.append((p, pos, repl if expand is None else expand(m)))
-    if not edits:
-        return None
+    return edits
+
+
+def _edited(text: str, edits: list[tuple[int, int, str]]) -> str:
     out = []
     pos = 0
     for p, e, r in edits:
@@ -79,7 +85,20 @@ def _sub_at(pattern: re.Pattern[str], repl: str, kept: tuple[int, str] | None, e
         out.append(r)
         pos = e
     out.append(text[pos:])
-    return shape.edited("".join(out), edits)
+    return "".join(out)
+
+
+def _sub_at(pattern: re.Pattern[str], repl: str, kept: tuple[int, str] | None, expand, shape: Shape,
+            starts: list[int]) -> Shape | None:
+    """pattern.sub(repl, text) for the text of shape, given every position a
+    match could start at (sorted): the shape of the result, None if unchanged."""
+    text = shape.text
+    edits = _edits(pattern, repl, kept, expand, text, starts)
+    if edits is None:
+        return Shape(pattern.sub(repl, text))
+    if not edits:
+        return None
+    return shape.edited(_edited(text, edits), edits)
 
 
 class FastMasks:
@@ -96,10 +115,28 @@ class FastMasks:
         # A mask declared PLAIN_SUB has not been vetted for the joined units
         # of normalization.normalize_units either.
         self.vetted = all(m.finder is not PLAIN_SUB for m in self.masks)
+        self.compiled_steps = _compiled_steps(self.masks)
 
     def plain(self, text: str) -> str:
         for m in self.masks:
             text = m.pattern.sub(m.repl, text)
+        return text
+
+    def _apply_compiled(self, text: str, ext) -> str:
+        """apply, with each finder's compiled twin: no shapes to keep."""
+        held = ext.holds(text)
+        for (pattern, repl, _, kept, expand), (finder, back) in zip(self._steps, self.compiled_steps):
+            starts = ext.starts(finder, text, back, held)
+            if not starts:
+                continue
+            edits = _edits(pattern, repl, kept, expand, text, starts)
+            if edits is None:
+                text = pattern.sub(repl, text)
+            elif edits:
+                text = _edited(text, edits)
+            else:
+                continue
+            held = ext.holds(text)
         return text
 
     def apply(self, text: str) -> str:
@@ -109,6 +146,8 @@ class FastMasks:
             except UnicodeEncodeError:
                 if any(map(str.isdecimal, "".join(_NON_ASCII.findall(text)))):
                     return self.plain(text)     # a non-ASCII digit: the shapes would not see it
+        if accel.ext is not None and self.compiled_steps is not None:
+            return self._apply_compiled(text, accel.ext)
         shape = Shape(text)
         drop_hex = self._drop_hex_at
         for step, (pattern, repl, finder, kept, expand) in enumerate(self._steps):
@@ -129,3 +168,16 @@ class FastMasks:
             else:
                 shape = _sub_at(pattern, repl, kept, expand, shape, starts) or shape
         return shape.text
+
+
+def _compiled_steps(masks: Sequence) -> list[tuple[int, int]] | None:
+    """Per mask, its compiled finder and find_ago's look-back; None unless
+    every mask has a compiled finder (or the extension is not built)."""
+    if accel.built is None:
+        return None
+    ids = accel.built.FINDERS
+    by_finder = {fn: ids[name] for name, fn in vars(finders).items() if name in ids}
+    if not all(m.finder in by_finder for m in masks):
+        return None
+    back = max(len(w) + 1 for w in finders.AGO_WORDS)   # find_ago: the longest quantity word and its space
+    return [(by_finder[m.finder], back) for m in masks]

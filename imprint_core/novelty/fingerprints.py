@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from . import accel
 from ._memo import frozen, shared
 
 SHINGLE_WORDS = 5
@@ -226,6 +227,19 @@ Exclude = Callable[[Lines], "np.ndarray | None"]   # the words not to judge, as 
 def _shingled(units: Sequence[str], width: int) -> tuple | None:
     """The units' canonical lines and their `width`-word shingles: what every
     config of that width shares, whatever its windows (`windows_of`)."""
+    ext = accel.ext
+    if ext is None:
+        return _shingled_plain(units, width)
+    got = ext.shingled(units if isinstance(units, list) else list(units), width)
+    if got is None:
+        return None
+    data, bounds, first, size, unit, kept, *shingles = got
+    return (Lines(data, bounds, first, size, unit, [data[a:b].decode() for _, a, b in kept]), *shingles)
+
+
+def _shingled_plain(units: Sequence[str], width: int) -> tuple | None:
+    """_shingled with numpy, by definition: (lines, shingles per line, each line's
+    first shingle, each shingle's first and last word and line, its span hash, mixed)."""
     text = canonical(units)
     if text is None:
         return None
@@ -272,7 +286,11 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
         span_size, win_counts = np.add.reduceat(size, at), np.add.reduceat(counts, at)
     if bounds.size - 1 > 2 * WINDOW_MIN:               # there may be a long span
         long = (span_size > 2 * WINDOW_MIN).nonzero()[0]
-        if long.size:
+        if long.size and accel.ext is not None:
+            got = accel.ext.cut(span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed)
+            if got is not None:
+                win_unit, win_counts, win_open = got
+        elif long.size:
             win_unit, win_counts, win_open = _cut(long, span_first, span_size, win_unit, win_counts, win_open,
                                                   sh_first, mixed)
 

@@ -20,6 +20,7 @@ import pytest
 
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker
 
+from test_novelty_compiled import PATHS, on_path
 from test_novelty_speed_invariants import RefTracker, fast_round
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,11 +45,13 @@ def _agree(rounds, cfg: NoveltyConfig, where: str) -> int:
     return len(rounds)
 
 
-def test_the_benchmark_corpus_gets_the_reference_verdicts():
+@pytest.mark.parametrize("path", PATHS)
+def test_the_benchmark_corpus_gets_the_reference_verdicts(path):
     bench = _bench()
     rounds = bench.generate_rounds(int(BENCH_MB * 1_000_000))
     assert bench.corpus_bytes(rounds) >= BENCH_MB * 1_000_000
-    assert _agree(rounds, NoveltyConfig(), "benchmark corpus") > 100
+    with on_path(path):
+        assert _agree(rounds, NoveltyConfig(), "benchmark corpus") > 100
 
 
 def _labelled_corpora() -> list[tuple[Path, Path]]:
@@ -65,8 +68,9 @@ CORPORA = _labelled_corpora()
 
 
 @pytest.mark.skipif(not CORPORA, reason="no labelled corpus here (../shared/data)")
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("corpus", CORPORA, ids=[lab.stem for _, lab in CORPORA])
-def test_every_labelled_run_gets_the_reference_verdicts(corpus):
+def test_every_labelled_run_gets_the_reference_verdicts(corpus, path):
     from harness.realruns.labels import load_labels
     from harness.realruns.runfiles import load_runs
     data, labels = corpus
@@ -84,5 +88,6 @@ def test_every_labelled_run_gets_the_reference_verdicts(corpus):
     for run in runs:
         rounds = [[(c.status, c.result, c.segments, c.args) for c in rnd.calls if c.kind == "read"]
                   for rnd in run.log.rounds]
-        judged += _agree([r for r in rounds if r], cfg, run.display)
+        with on_path(path):
+            judged += _agree([r for r in rounds if r], cfg, run.display)
     assert judged

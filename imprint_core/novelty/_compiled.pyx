@@ -1,0 +1,699 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The compiled novelty path: what fingerprints._shingled_plain and _cut_plain
+do with numpy, in one pass of C each. Quarantined speed-up; the definitions
+stay in fingerprints.py (span_hash_plain, mix64_plain, is_anchor_plain,
+window_cuts) and tests/core/novelty/test_novelty_compiled.py compares the two
+paths. Written against the buffer protocol only: the build needs no numpy
+headers.
+
+- shingled(units, width): the units' canonical lines (a line's words as
+  str.split() gives them, joined by single spaces; empty lines and units left
+  out), their words' bounds, the `width`-word shingles of every line and each
+  shingle's span hash and mix64.
+- cut(...): the windows of spans, the long ones cut at their anchors.
+"""
+from libc.stdint cimport uint64_t, int64_t, uint8_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memchr, memcpy
+
+import numpy as np
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
+    bint Py_UNICODE_ISSPACE(Py_UCS4 ch) nogil
+
+cdef uint64_t _P = 0x9E3779B97F4A7C15ULL
+cdef uint64_t _MIX = 0xBF58476D1CE4E5B9ULL
+cdef int WINDOW_MIN = 100
+cdef int WINDOW_MAX = 400
+cdef int ANCHOR_EVERY = 100
+
+
+cdef inline uint64_t _inverse(uint64_t a) nogil:
+    # Newton's iteration for the inverse of an odd number mod 2**64.
+    cdef uint64_t x = a
+    cdef int i
+    for i in range(6):
+        x *= 2 - a * x
+    return x
+
+
+cdef inline bint _ascii_space(uint8_t c) nogil:
+    # What str.split() splits on below U+0080, but the newline (a line break here).
+    return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+
+
+cdef inline int _utf8_space(const uint8_t* s, Py_ssize_t i, Py_ssize_t n, int* length) nogil:
+    """Whether the UTF-8 character at s[i] (a lead byte >= 0x80) is whitespace; its length in `length`."""
+    cdef uint8_t c = s[i]
+    cdef Py_UCS4 cp
+    if c < 0xE0:
+        length[0] = 2
+        cp = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F)
+    elif c < 0xF0:
+        length[0] = 3
+        cp = ((c & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+    else:
+        length[0] = 4
+        return 0                      # nothing above U+FFFF is whitespace
+    return Py_UNICODE_ISSPACE(cp)
+
+
+def shingled(list units, int width):
+    """(data, bounds, first, size, unit, kept, counts, offsets, sh_first,
+    sh_last, sh_line, h, mixed) as fingerprints._shingled_plain builds them
+    (kept: (unit, start, end) byte ranges of the units with a word), or None
+    when no unit has a word."""
+    cdef Py_ssize_t n_units = len(units), total = 0, n, i, ui
+    for ui in range(n_units):
+        PyUnicode_AsUTF8AndSize(units[ui], &n)
+        total += n
+    cdef Py_ssize_t cap = total + n_units + 1
+    cdef uint8_t* out = <uint8_t*> malloc(cap)
+    cdef int64_t* bounds = <int64_t*> malloc((cap + 2) * sizeof(int64_t))
+    cdef int64_t* first = <int64_t*> malloc((cap + 1) * sizeof(int64_t))
+    cdef int64_t* line_unit = <int64_t*> malloc((cap + 1) * sizeof(int64_t))
+    if out == NULL or bounds == NULL or first == NULL or line_unit == NULL:
+        free(out); free(bounds); free(first); free(line_unit)
+        raise MemoryError()
+    cdef Py_ssize_t olen = 0, nw = 0, nl = 0, line_words, unit_start
+    cdef bint in_word, unit_words, any_words = False
+    cdef const uint8_t* s
+    cdef uint8_t c
+    cdef int length
+    cdef list kept = []
+    try:
+        for ui in range(n_units):
+            s = <const uint8_t*> PyUnicode_AsUTF8AndSize(units[ui], &n)
+            in_word = unit_words = False
+            line_words = 0
+            unit_start = 0
+            i = 0
+            while i < n:
+                c = s[i]
+                if c < 0x80:
+                    if c == 10:
+                        in_word = False
+                        line_words = 0
+                        i += 1
+                        continue
+                    if _ascii_space(c):
+                        in_word = False
+                        i += 1
+                        continue
+                    length = 1
+                elif _utf8_space(s, i, n, &length):
+                    in_word = False
+                    i += length
+                    continue
+                if not in_word:           # a word starts: its separator first
+                    if line_words == 0:
+                        if any_words:
+                            out[olen] = 10
+                            olen += 1
+                        first[nl] = nw
+                        line_unit[nl] = ui
+                        nl += 1
+                        if not unit_words:
+                            unit_start = olen
+                            unit_words = True
+                    else:
+                        out[olen] = 32
+                        olen += 1
+                    bounds[nw] = olen - 1
+                    nw += 1
+                    line_words += 1
+                    in_word = any_words = True
+                memcpy(out + olen, s + i, length)
+                olen += length
+                i += length
+            if unit_words:
+                kept.append((ui, unit_start, olen))
+        if nw == 0:
+            return None
+        bounds[nw] = olen
+        return _finish(out, olen, bounds, nw, first, line_unit, nl, width, kept)
+    finally:
+        free(out); free(bounds); free(first); free(line_unit)
+
+
+cdef object _finish(uint8_t* out, Py_ssize_t olen, int64_t* bounds, Py_ssize_t nw, int64_t* first,
+                    int64_t* line_unit, Py_ssize_t nl, int width, list kept):
+    cdef Py_ssize_t k = width - 1, li, j, ns = 0, c, sz, f, pos, w
+    data = out[:olen]
+    b_arr = np.empty(nw + 1, np.int64)
+    f_arr = np.empty(nl, np.int64)
+    s_arr = np.empty(nl, np.int64)
+    u_arr = np.empty(nl, np.int64)
+    cnt_arr = np.empty(nl, np.int64)
+    off_arr = np.empty(nl, np.int64)
+    cdef int64_t[::1] bv = b_arr, fv = f_arr, sv = s_arr, uv = u_arr, cv = cnt_arr, ov = off_arr
+    memcpy(&bv[0], bounds, (nw + 1) * sizeof(int64_t))
+    memcpy(&fv[0], first, nl * sizeof(int64_t))
+    memcpy(&uv[0], line_unit, nl * sizeof(int64_t))
+    for li in range(nl):
+        sz = (first[li + 1] if li + 1 < nl else nw) - first[li]
+        sv[li] = sz
+        c = sz - k
+        if c < 1:
+            c = 1
+        cv[li] = c
+        ov[li] = ns
+        ns += c
+    shf_arr = np.empty(ns, np.int64)
+    shl_arr = np.empty(ns, np.int64)
+    line_arr = np.empty(ns, np.int64)
+    h_arr = np.empty(ns, np.uint64)
+    mix_arr = np.empty(ns, np.uint64)
+    cdef int64_t[::1] shf = shf_arr, shl = shl_arr, shline = line_arr
+    cdef uint64_t[::1] hv = h_arr, mv = mix_arr
+    # prefix[i] = sum((b[t] + 1) * P**t, t < i); a span's hash is its
+    # difference times P**-start (fingerprints._span_hashes).
+    cdef uint64_t* prefix = <uint64_t*> malloc((olen + 1) * sizeof(uint64_t))
+    cdef uint64_t* inv_at = <uint64_t*> malloc((nw + 1) * sizeof(uint64_t))  # P**-start of each word
+    if prefix == NULL or inv_at == NULL:
+        free(prefix); free(inv_at)
+        raise MemoryError()
+    cdef uint64_t p = 1, acc = 0, ip = 1, p_inv = _inverse(_P), x, hh
+    cdef Py_ssize_t t
+    try:
+        w = 0
+        prefix[0] = 0
+        for t in range(olen):
+            if w < nw and bounds[w] + 1 == t:
+                inv_at[w] = ip
+                w += 1
+            acc += (<uint64_t> out[t] + 1) * p
+            prefix[t + 1] = acc
+            p *= _P
+            ip *= p_inv
+        pos = 0
+        for li in range(nl):
+            f = fv[li]
+            sz = sv[li]
+            for j in range(cv[li]):
+                shf[pos] = f + j
+                shl[pos] = f + j + k if f + j + k <= f + sz - 1 else f + sz - 1
+                shline[pos] = li
+                hh = (prefix[bounds[shl[pos] + 1]] - prefix[bounds[f + j] + 1]) * inv_at[f + j]
+                if hh == 0:
+                    hh = 1
+                hv[pos] = hh
+                x = hh ^ (hh >> 32)
+                mv[pos] = x * _MIX
+                pos += 1
+    finally:
+        free(prefix); free(inv_at)
+    return (data, b_arr, f_arr, s_arr, u_arr, kept, cnt_arr, off_arr, shf_arr, shl_arr, line_arr, h_arr, mix_arr)
+
+
+cdef Py_ssize_t _window_cuts(Py_ssize_t n, int64_t* anchors, Py_ssize_t na, int64_t* cuts) nogil:
+    """fingerprints.window_cuts, into cuts; how many."""
+    cdef Py_ssize_t last = 0, nc = 0, i
+    cdef int64_t a
+    for i in range(na + 1):
+        a = anchors[i] if i < na else n
+        while a - last > WINDOW_MAX and n - (last + WINDOW_MAX) >= WINDOW_MIN:
+            last += WINDOW_MAX
+            cuts[nc] = last
+            nc += 1
+        if a < n and a - last >= WINDOW_MIN and n - a >= WINDOW_MIN:
+            cuts[nc] = a
+            nc += 1
+            last = a
+    return nc
+
+
+def cut(span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed):
+    """fingerprints._cut_plain over every span: (win_unit, counts, opens) of
+    the windows, a span longer than 2 * WINDOW_MIN words cut at its anchors;
+    None when no span is cut."""
+    cdef const int64_t[::1] sf = np.ascontiguousarray(span_first, np.int64)
+    cdef const int64_t[::1] ss = np.ascontiguousarray(span_size, np.int64)
+    cdef const int64_t[::1] wc = np.ascontiguousarray(win_counts, np.int64)
+    cdef const int64_t[::1] wo = np.ascontiguousarray(win_open, np.int64)
+    cdef const int64_t[::1] shf = np.ascontiguousarray(sh_first, np.int64)
+    cdef const uint64_t[::1] mx = np.ascontiguousarray(mixed, np.uint64)
+    cdef Py_ssize_t n_spans = sf.shape[0], s, lo, hi, q, na, nc, piece, at, b
+    cdef Py_ssize_t longest = 0
+    for s in range(n_spans):
+        if wc[s] > longest:
+            longest = wc[s]
+    cdef int64_t* anchors = <int64_t*> malloc((longest + 1) * sizeof(int64_t))
+    cdef int64_t* cuts = <int64_t*> malloc((longest + 2) * sizeof(int64_t))
+    pieces_arr = np.ones(n_spans, np.int64)
+    cdef int64_t[::1] pieces = pieces_arr
+    counts_out = []                   # per span: its pieces' shingle counts (cut spans only)
+    cdef bint any_cut = False
+    cdef int64_t rel, n_words
+    try:
+        for s in range(n_spans):
+            if ss[s] <= 2 * WINDOW_MIN:
+                continue
+            lo, hi = wo[s], wo[s] + wc[s]
+            na = 0
+            for q in range(lo, hi):
+                if (mx[q] >> 40) % ANCHOR_EVERY == 0:      # is_anchor_plain
+                    anchors[na] = shf[q] - sf[s]
+                    na += 1
+            n_words = ss[s]
+            nc = _window_cuts(n_words, anchors, na, cuts)
+            if nc == 0:
+                continue
+            any_cut = True
+            pieces[s] = nc + 1
+            pc = np.empty(nc + 1, np.int64)
+            cuts[nc] = n_words
+            # shingles in each piece: those whose first word falls in [cut_i, cut_i+1)
+            at = lo
+            for piece in range(nc + 1):
+                b = at
+                while at < hi and shf[at] - sf[s] < cuts[piece]:
+                    at += 1
+                pc[piece] = at - b
+            counts_out.append((s, pc))
+    finally:
+        free(anchors); free(cuts)
+    if not any_cut:
+        return None
+    base = pieces_arr.cumsum() - pieces_arr
+    counts = np.asarray(win_counts).repeat(pieces_arr)
+    for s, pc in counts_out:
+        counts[base[s]:base[s] + pc.size] = pc
+    opens = counts.cumsum()
+    opens -= counts
+    return np.asarray(win_unit).repeat(pieces_arr), counts, opens
+
+
+# ------------------------------------------------------------------ masks ---
+# The finders of the `default` profile's masks (_mask_finders) written again
+# in C over the text's code points, for _fast_masks.FastMasks to apply them.
+# A finder here gives a superset of its Python twin's positions (so of where
+# the pattern can match); the pattern itself (`re`) then decides at each, left
+# to right, as `sub` would. Only ASCII characters are looked for, and the
+# caller has already sent a text with a non-ASCII digit to the plain sub.
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index) nogil
+
+from libc.stdlib cimport realloc, qsort
+
+
+cdef struct Text:
+    const uint8_t* b      # one byte a character: ASCII as itself, any other as 0x80 (which nothing looks for)
+    Py_ssize_t n
+    uint8_t* owned        # the bytes, when they had to be made (not a one-byte-kind str)
+
+
+cdef uint8_t _CLASS[256]      # 1: an ASCII digit, 2: [0-9a-f]
+for _c in range(256):
+    _CLASS[_c] = (1 | 2 if 48 <= _c <= 57 else 0) | (2 if 97 <= _c <= 102 else 0)
+
+
+cdef struct Vec:
+    int64_t* at
+    Py_ssize_t n
+    Py_ssize_t cap
+    bint unsorted
+
+
+cdef inline uint8_t C(Text* t, Py_ssize_t i) noexcept nogil:
+    if i < 0 or i >= t.n:
+        return 0
+    return t.b[i]
+
+
+cdef int _open(Text* t, str text) except -1:
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t i, n = len(text)
+    cdef Py_UCS4 c
+    t.n = n
+    t.owned = NULL
+    if kind == 1:
+        t.b = <const uint8_t*> data
+        return 0
+    t.owned = <uint8_t*> malloc(n + 1)
+    if t.owned == NULL:
+        raise MemoryError()
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        t.owned[i] = <uint8_t> c if c < 128 else 0x80
+    t.b = t.owned
+    return 0
+
+
+cdef inline bint D(Text* t, Py_ssize_t i) noexcept nogil:
+    cdef uint8_t c = C(t, i)
+    return 48 <= c <= 57
+
+
+cdef inline bint LOW(Text* t, Py_ssize_t i) noexcept nogil:
+    cdef uint8_t c = C(t, i)
+    return 97 <= c <= 122
+
+
+cdef inline bint HEX(Text* t, Py_ssize_t i) noexcept nogil:
+    cdef uint8_t c = C(t, i)
+    return 48 <= c <= 57 or 97 <= c <= 102
+
+
+cdef inline bint AT(Text* t, Py_ssize_t i, const char* lit) noexcept nogil:
+    """Whether the text at i starts with the ASCII literal."""
+    cdef Py_ssize_t j = 0
+    while lit[j]:
+        if C(t, i + j) != <uint8_t> lit[j]:
+            return 0
+        j += 1
+    return 1
+
+
+cdef int _push(Vec* v, int64_t p) except -1:
+    cdef int64_t* grown
+    if p < 0:
+        return 0
+    if v.n and p <= v.at[v.n - 1]:
+        if p == v.at[v.n - 1]:
+            return 0
+        v.unsorted = 1
+    if v.n == v.cap:
+        v.cap = 2 * v.cap + 16
+        grown = <int64_t*> realloc(v.at, v.cap * sizeof(int64_t))
+        if grown == NULL:
+            raise MemoryError()
+        v.at = grown
+    v.at[v.n] = p
+    v.n += 1
+    return 0
+
+
+cdef int _cmp(const void* a, const void* b) noexcept nogil:
+    cdef int64_t x = (<int64_t*> a)[0], y = (<int64_t*> b)[0]
+    return (x > y) - (x < y)
+
+
+cdef void _sort(Vec* v) noexcept nogil:
+    cdef Py_ssize_t i, k = 0
+    if not v.unsorted or v.n < 2:
+        return
+    qsort(v.at, v.n, sizeof(int64_t), _cmp)
+    for i in range(v.n):
+        if k == 0 or v.at[i] != v.at[k - 1]:
+            v.at[k] = v.at[i]
+            k += 1
+    v.n = k
+
+
+cdef inline Py_ssize_t _next(Text* t, Py_ssize_t i, const char* lit) noexcept nogil:
+    """Where the ASCII literal next occurs from i on (-1: nowhere)."""
+    cdef const uint8_t* hit
+    while i < t.n:
+        hit = <const uint8_t*> memchr(t.b + i, <uint8_t> lit[0], t.n - i)
+        if hit == NULL:
+            return -1
+        i = hit - t.b
+        if AT(t, i, lit):
+            return i
+        i += 1
+    return -1
+
+
+cdef bint _has(Text* t, const char* lit):
+    return _next(t, 0, lit) >= 0
+
+
+cdef bint _has_digit(Text* t):
+    cdef Py_ssize_t i
+    for i in range(t.n):
+        if D(t, i):
+            return 1
+    return 0
+
+
+cdef bint _digits_at(Text* t, Py_ssize_t i, int k):
+    cdef int j
+    for j in range(k):
+        if not D(t, i + j):
+            return 0
+    return 1
+
+
+cdef const char* _MONTHS[12]
+_MONTHS[:] = [b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov", b"dec"]
+cdef const char* _WEEKDAYS[7]
+_WEEKDAYS[:] = [b"mon", b"tue", b"wed", b"thu", b"fri", b"sat", b"sun"]
+cdef const char* _SCORES[7]
+_SCORES[:] = [b"score", b"similarity", b"relevance", b"rank", b"distance", b"confidence", b"cosine"]
+cdef const char* _RELATIVE[4]
+_RELATIVE[:] = [b"yesterday", b"today", b"tomorrow", b"just now"]
+
+
+# Per pair of characters: which lists hold a word that starts with it (a bit per list), so that
+# most positions are passed over after one look.
+cdef uint8_t _PAIRS[65536]
+cdef enum:
+    B_MONTH = 1
+    B_WEEKDAY = 2
+    B_SCORE = 4
+    B_RELATIVE = 8
+
+
+cdef void _mark(const char** words, int k, uint8_t bit) noexcept:
+    cdef int j
+    for j in range(k):
+        _PAIRS[(<uint8_t> words[j][0]) << 8 | <uint8_t> words[j][1]] |= bit
+
+
+cdef inline bint _any_at(Text* t, Py_ssize_t i, const char** words, int k, uint8_t bit) noexcept nogil:
+    cdef int j
+    if i + 1 >= t.n or not (_PAIRS[t.b[i] << 8 | t.b[i + 1]] & bit):
+        return 0
+    for j in range(k):
+        if AT(t, i, words[j]):
+            return 1
+    return 0
+
+
+cdef bint _month_then(Text* t, Py_ssize_t q, int max_spaces):
+    """A month prefix at q, then the rest of its letters, ".", one to max_spaces spaces and a digit: how a
+    date with a month name goes on (the name ends where its run of letters does, or a space could not follow)."""
+    cdef Py_ssize_t r = q + 3
+    cdef int sp = 0
+    if not _any_at(t, q, _MONTHS, 12, B_MONTH):
+        return 0
+    while LOW(t, r):
+        r += 1
+    if C(t, r) == 46:
+        r += 1
+    while C(t, r) == 32 and sp < max_spaces:
+        r += 1
+        sp += 1
+    return sp >= 1 and D(t, r)
+
+
+_mark(_MONTHS, 12, B_MONTH)
+_mark(_WEEKDAYS, 7, B_WEEKDAY)
+_mark(_SCORES, 7, B_SCORE)
+_mark(_RELATIVE, 4, B_RELATIVE)
+
+
+cdef enum:
+    F_URL, F_UUID, F_HEX, F_WEEKDAY, F_ISO, F_ISO_BASIC, F_EPOCH, F_YMD, F_SLASH, F_DOTTED, F_MDY, F_DMY, \
+        F_SYSLOG, F_TIME, F_AGO, F_RELATIVE, F_SCORE, F_LINE_NUMBER
+
+FINDERS = {"find_url": F_URL, "find_uuid": F_UUID, "find_hex": F_HEX, "find_weekday_date": F_WEEKDAY,
+           "find_iso_date": F_ISO, "find_iso_basic": F_ISO_BASIC, "find_epoch": F_EPOCH, "find_ymd_slash": F_YMD,
+           "find_slash_date": F_SLASH, "find_dotted_date": F_DOTTED, "find_month_day_year": F_MDY,
+           "find_day_month_year": F_DMY, "find_syslog_date": F_SYSLOG, "find_time": F_TIME, "find_ago": F_AGO,
+           "find_relative_day": F_RELATIVE, "find_score": F_SCORE, "find_line_number": F_LINE_NUMBER}
+"""The finders of _mask_finders written here, by name."""
+
+
+cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
+    cdef Py_ssize_t n = t.n, i, j, u
+    cdef uint8_t c, cls
+    cdef const uint8_t* b = t.b
+    if fid == F_URL:
+        if not _has(t, b"://") or not (_has(t, b"?") or _has(t, b"#")):
+            return 0
+        i = _next(t, 0, b"http")
+        while i >= 0:
+            _push(v, i)
+            i = _next(t, i + 1, b"http")
+    elif fid == F_UUID:
+        for i in range(n - 35):
+            if C(t, i + 8) == 45 and C(t, i + 13) == 45 and C(t, i + 18) == 45 and C(t, i + 23) == 45:
+                for j in range(36):
+                    if j != 8 and j != 13 and j != 18 and j != 23 and not HEX(t, i + j):
+                        break
+                else:
+                    _push(v, i)
+    elif fid == F_HEX or fid == F_EPOCH:      # runs of 16 hex characters, of 10 digits starting with "1"
+        cls = 2 if fid == F_HEX else 1
+        i = 0
+        while i < n:
+            if _CLASS[b[i]] & cls:
+                j = i + 1
+                while j < n and _CLASS[b[j]] & cls:
+                    j += 1
+                if fid == F_HEX and j - i >= 16 or fid == F_EPOCH and j - i >= 10 and b[i] == 49:
+                    _push(v, i)
+                i = j
+            else:
+                i += 1
+    elif fid == F_WEEKDAY:
+        if not _has_digit(t):
+            return 0
+        for i in range(n):
+            if _any_at(t, i, _WEEKDAYS, 7, B_WEEKDAY):
+                _push(v, i)
+    elif fid == F_ISO:
+        for i in range(n - 9):
+            if C(t, i + 4) == 45 and C(t, i + 7) == 45 and _digits_at(t, i, 4) and _digits_at(t, i + 5, 2) \
+                    and _digits_at(t, i + 8, 2):
+                _push(v, i)
+    elif fid == F_ISO_BASIC:
+        for i in range(n - 12):
+            if C(t, i + 8) == 116 and _digits_at(t, i, 8) and _digits_at(t, i + 9, 4):
+                _push(v, i)
+    elif fid == F_YMD:
+        for i in range(n - 5):
+            if C(t, i + 4) == 47 and _digits_at(t, i, 4) and D(t, i + 5):
+                _push(v, i)
+    elif fid == F_SLASH or fid == F_TIME:   # "D/D" and "D:DD": a match starts at the digit or one before
+        for i in range(n):
+            if fid == F_SLASH and C(t, i + 1) == 47 and D(t, i) and D(t, i + 2) \
+                    or fid == F_TIME and C(t, i + 1) == 58 and D(t, i) and D(t, i + 2) and D(t, i + 3):
+                _push(v, i - 1)
+                _push(v, i)
+    elif fid == F_DOTTED:
+        for i in range(3, n):
+            if C(t, i) == 46 and _digits_at(t, i + 1, 4) and D(t, i - 1) and (C(t, i - 2) == 46 or C(t, i - 3) == 46):
+                _push(v, i - 5)
+                _push(v, i - 4)
+                _push(v, i - 3)
+    elif fid == F_MDY or fid == F_SYSLOG:
+        if fid == F_MDY and not _has_year(t) or fid == F_SYSLOG and not _has_clock(t):
+            return 0
+        for i in range(n - 3):
+            if _month_then(t, i, 1 if fid == F_MDY else 2):
+                _push(v, i)
+    elif fid == F_DMY:
+        if not _has_year(t):
+            return 0
+        for i in range(n):
+            if D(t, i) and (C(t, i + 1) == 32 and LOW(t, i + 2) or D(t, i + 1) and C(t, i + 2) == 32 and LOW(t, i + 3)):
+                _push(v, i)
+    elif fid == F_AGO:
+        i = -1
+        while True:
+            i = _next(t, i + 1, b" ago")
+            if i < 0:
+                break
+            u = i
+            while u and LOW(t, u - 1):
+                u -= 1
+            j = u - 1 if u and C(t, u - 1) == 32 else u
+            if j and D(t, j - 1):
+                j -= 1
+                while j and D(t, j - 1):
+                    j -= 1
+                _push(v, j)
+            for j in range(back, -1, -1):      # a quantity word (and its space) of up to `back` characters
+                _push(v, u - j)
+    elif fid == F_RELATIVE or fid == F_SCORE:
+        if fid == F_SCORE and not (_has(t, b":") or _has(t, b"=")):
+            return 0
+        for i in range(n):
+            if fid == F_SCORE and _any_at(t, i, _SCORES, 7, B_SCORE) \
+                    or fid == F_RELATIVE and _any_at(t, i, _RELATIVE, 4, B_RELATIVE):
+                _push(v, i)
+    elif fid == F_LINE_NUMBER:
+        if not (_has(t, b":") or _has(t, b"|")):
+            return 0
+        for i in range(n):
+            if i == 0 or C(t, i - 1) == 10:
+                c = C(t, i)
+                if 48 <= c <= 57 or c == 32 or c == 9:
+                    _push(v, i)
+    else:
+        raise ValueError(f"no compiled finder {fid}")
+    _sort(v)
+    return 0
+
+
+cdef bint _has_year(Text* t):
+    cdef Py_ssize_t i
+    for i in range(t.n - 4):
+        if C(t, i) == 32 and _digits_at(t, i + 1, 4):
+            return 1
+    return 0
+
+
+cdef bint _has_clock(Text* t):
+    cdef Py_ssize_t i
+    for i in range(t.n - 3):
+        if C(t, i + 1) == 58 and D(t, i) and D(t, i + 2) and D(t, i + 3):
+            return 1
+    return 0
+
+
+cdef enum:
+    H_DIGIT = 1
+    H_DASH = 2
+    H_SLASH = 4
+    H_DOT = 8
+    H_COLON = 16
+    H_EQUALS = 32
+    H_PIPE = 64
+    H_T = 128
+
+# What a text must hold for each finder to find anything (its pattern to match).
+cdef int _NEEDS[18]
+_NEEDS[:] = [0, H_DASH, H_DIGIT, H_DIGIT, H_DASH | H_DIGIT, H_T | H_DIGIT, H_DIGIT, H_SLASH | H_DIGIT,
+             H_SLASH | H_DIGIT, H_DOT | H_DIGIT, H_DIGIT, H_DIGIT, H_COLON | H_DIGIT, H_COLON | H_DIGIT, 0, 0, 0, 0]
+
+
+cdef uint8_t _HOLDS[256]     # per character: its bit of holds()
+for _c, _bit in ((45, H_DASH), (47, H_SLASH), (46, H_DOT), (58, H_COLON), (61, H_EQUALS), (124, H_PIPE),
+                 (116, H_T), *((_d, H_DIGIT) for _d in range(48, 58))):
+    _HOLDS[_c] = _bit
+
+
+def holds(str text):
+    """The characters a text holds, as the bits finders need (one pass for every finder, until the text changes)."""
+    cdef Text t
+    cdef Py_ssize_t i
+    cdef int got = 0
+    _open(&t, text)
+    try:
+        for i in range(t.n):
+            got |= _HOLDS[t.b[i]]
+        return got
+    finally:
+        free(t.owned)
+
+
+def find(str name, str text, Py_ssize_t back=12):
+    """The positions the compiled twin of a finder of _mask_finders gives, by name."""
+    return starts(FINDERS[name], text, back, holds(text))
+
+
+def starts(int finder, str text, Py_ssize_t back, int held):
+    """Where the mask of compiled finder `finder` could match in text, ascending
+    (a superset of where its pattern matches); `back`: find_ago's longest
+    quantity word and its space; `held`: holds(text)."""
+    cdef Text t
+    cdef Vec v
+    if _NEEDS[finder] & held != _NEEDS[finder]:
+        return []
+    _open(&t, text)
+    v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
+    try:
+        _find(finder, &t, back, &v)
+        return [v.at[i] for i in range(v.n)]
+    finally:
+        free(v.at)
+        free(t.owned)
