@@ -148,6 +148,25 @@ def test_a_recursive_alias_is_refused(tmp_path, capsys):
     refused(capsys, ["run", str(f), "--traces", str(tmp_path / "runs")], "rec.yaml:2", "recursive")
 
 
+def test_a_long_file_without_aliases_loads_however_many_values_it_holds():
+    # the labels of 100,000 runs: far more values than MAX_NODES, none from an alias
+    from harness.yamlsource import MAX_NODES, load_yaml
+    n = MAX_NODES // 2 + 1
+    text = "runs:\n" + "".join(f"  run-{i}: {{should_not_stop_before: {i % 90 + 1}}}\n" for i in range(n))
+    data, lines = load_yaml(text, "labels.yaml")
+    assert len(data["runs"]) == n and lines[("runs", f"run-{n - 1}")] == n + 1
+
+
+def test_aliases_are_allowed_max_nodes_beyond_what_the_file_writes():
+    from harness.yamlsource import MAX_NODES, load_yaml
+    width = 1000     # one anchor of 1,001 nodes, used k times: each use adds 1,001 values
+    base = "a: &a [" + ",".join(["1"] * width) + "]\n"
+    fits = MAX_NODES // (width + 1) - 1
+    assert len(load_yaml(base + "b: [" + ",".join(["*a"] * fits) + "]\n", "ok.yaml")[0]["b"]) == fits
+    with pytest.raises(UserInputError, match="aliases expanded add more than 200,000"):
+        load_yaml(base + "b: [" + ",".join(["*a"] * (fits + 2)) + "]\n", "big.yaml")
+
+
 def test_a_few_aliases_still_load():
     from harness.yamlsource import load_yaml
     data, _ = load_yaml("base: &b {x: 1}\nuse: [*b, *b]\n", "ok.yaml")
