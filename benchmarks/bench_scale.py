@@ -165,12 +165,43 @@ def plot(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def targets(results: list[dict], sizes: list[int]) -> dict:
+    """The issue's two scale targets, from the cold one-process runs of this
+    run alone: CPU per run at the largest size against 1,000 runs (<= 1.2x),
+    peak memory at the largest against the size below it (<= 2x)."""
+    one = {r["size"]: r for r in results if r["mode"] == MODES["one"] and r["phase"] == "cold"}
+    out: dict = {"measured_sizes": sorted(one)}
+    if 1000 in one and max(one) > 1000:
+        hi = max(one)
+        ratio = round(one[hi]["cpu_ms_per_run"] / one[1000]["cpu_ms_per_run"], 2)
+        out["cpu_per_run"] = {"sizes": [1000, hi], "ratio": ratio, "target": 1.2, "met": ratio <= 1.2}
+    if len(one) > 1:
+        hi, below = sorted(one)[-1], sorted(one)[-2]
+        ratio = round(one[hi]["peak_rss_mib"] / one[below]["peak_rss_mib"], 2)
+        out["peak_memory"] = {"sizes": [below, hi], "mib": [one[below]["peak_rss_mib"], one[hi]["peak_rss_mib"]],
+                              "ratio": ratio, "target": 2.0, "met": ratio <= 2.0}
+    return out
+
+
+def merged(old: dict, new: dict) -> dict:
+    """OUT's report with this run's results in place of the (size, mode) pairs
+    measured again, and this run's targets."""
+    again = {(r["size"], r["mode"]) for r in new["results"]}
+    out = {**old, **{k: v for k, v in new.items() if k not in ("results", "sizes", "corpora")}}
+    out["results"] = [r for r in old.get("results", []) if (r["size"], r["mode"]) not in again] + new["results"]
+    out["sizes"] = sorted({*old.get("sizes", []), *new["sizes"]})
+    out["corpora"] = {**old.get("corpora", {}), **new["corpora"]}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,1000", help="corpus sizes, runs (default 100,1000; also 10000,100000)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)} (default all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "scale.json"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the results of OUT for the sizes and modes not measured now (the large corpora take hours)")
     args = ap.parse_args()
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     modes = [m for m in args.modes.split(",") if m]
@@ -205,6 +236,9 @@ def main() -> int:
             "sizes": [lo, hi], "runs_ratio": round(hi / lo, 1),
             "cpu_per_run_ratio": round(one[hi]["cpu_ms_per_run"] / one[lo]["cpu_ms_per_run"], 2),
             "peak_rss_ratio": round(one[hi]["peak_rss_mib"] / one[lo]["peak_rss_mib"], 2)}
+    report["targets"] = targets(report["results"], sizes)
+    if args.merge and out.exists():
+        report = merged(json.loads(out.read_text(encoding="utf-8")), report)
     from imprint_core.settings import atomic_write_text
     atomic_write_text(out, json.dumps(report, indent=1) + "\n")
     plot(report, out.with_suffix(".png"))

@@ -92,7 +92,18 @@ def rows() -> list[tuple[str, str, str, str]]:
                     f"({sh['speedup_cpu']}×; load average {sh['load_average_at_start']['shared']})", "≥ 5×",
                     "met" if sh["speedup_cpu"] >= 5 else "missed"))
     scale = _load("scale.json")
-    if scale and scale.get("memory_check"):
+    if scale and scale.get("targets", {}).get("cpu_per_run"):
+        cpu, mem = scale["targets"]["cpu_per_run"], scale["targets"].get("peak_memory")
+        lo, hi = cpu["sizes"]
+        out.append((f"`imprint tune` over synthetic corpora, 1 process, cold: CPU per run at {hi:,} against {lo:,} runs",
+                    f"{cpu['ratio']}×", "≤ 1.2× (at 100,000 against 1,000)",
+                    ("met" if cpu["met"] else "missed") if hi >= 100_000 else f"not measured at 100,000 (up to {hi:,})"))
+        if mem:
+            below, top = mem["sizes"]
+            out.append((f"… peak memory at {below:,} → {top:,} runs", f"{mem['mib'][0]} MiB → {mem['mib'][1]} MiB "
+                        f"({mem['ratio']}×)", "≤ 2× from 10,000 to 100,000",
+                        ("met" if mem["met"] else "missed") if top >= 100_000 else "not measured at 100,000"))
+    elif scale and scale.get("memory_check"):
         mc = scale["memory_check"]
         rss = mc["peak_rss_mib_cold_1_process"]
         out.append(("`imprint tune` over synthetic corpora, 1 process, cold: CPU per run at 10,000 against 1,000 runs",
