@@ -201,7 +201,7 @@ class Settings:
 
     def _load_document(self):
         import tomlkit
-        from tomlkit.exceptions import TOMLKitError
+        from tomlkit.exceptions import ParseError, TOMLKitError
         if self.path.is_dir():
             raise SettingsError("is a folder, not a config file", file=str(self.path), key=self._where(),
                                 expected="the path of a TOML file (config.toml)")
@@ -218,7 +218,7 @@ class Settings:
         except TOMLKitError as exc:   # ParseError, and KeyAlreadyPresent for a key given twice
             twice = re.match(r'Key "(.+)" already exists', str(exc))
             raise SettingsError(f"not valid TOML: {'a key given twice: ' if twice else ''}{_toml_problem(text, exc)}",
-                                file=str(self.path), line=getattr(exc, "line", None) or _toml_line(text),
+                                file=str(self.path), line=(exc.line if isinstance(exc, ParseError) else None) or _toml_line(text),
                                 key=twice.group(1) if twice else None,
                                 expected="each key once per table" if twice else None) from None
 

@@ -237,7 +237,7 @@ class LocalProvider:
         if dtype == "int8":
             quantize_linear_layers(torch, self.model)
         self.config = self.model.config
-        window = int(getattr(self.config, "max_position_embeddings", 8192))
+        window = int(self.config.max_position_embeddings)
         self.context_window = min(window, int(context_window)) if context_window else window
         self.counter = TokenizerCounter(self.tokenizer, name=f"hf-tokenizer/{self.model_path.name}")
         # End of turn (<|im_end|>), and end of text should the model write it.

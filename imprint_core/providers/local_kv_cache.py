@@ -41,7 +41,7 @@ def kv_cache(torch: Any, config: Any) -> Any:
     cache.layers = [layer_class() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     for layer in cache.layers:
         if isinstance(layer, layer_class):
-            layer.max_rows = getattr(config, "max_position_embeddings", None)
+            layer.max_rows = config.max_position_embeddings   # every decoder config declares it (PretrainedConfig subclasses)
     return cache
 
 
