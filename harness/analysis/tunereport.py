@@ -252,7 +252,8 @@ def plot_fronts(t: Tuning, path: Path) -> Path:
                 ax.set_xlabel("premature stops (% of useful runs)")
             if k == 0:
                 ax.set_ylabel("loop recall (% of labelled loops)")
-    axes[0][0].legend(fontsize=7, loc="lower right")
+    if axes[0][0].get_legend_handles_labels()[0]:   # the first panel may have held no run to plot
+        axes[0][0].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"imprint tune: recommended {t.scores.settings[t.best].label()}", fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
