@@ -42,6 +42,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_loop.py
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
+	$(BIN)/python benchmarks/bench_sweep_baseline.py
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_rules.py
