@@ -53,6 +53,7 @@ import xxhash
 from . import neardup
 from ._bulk_shingle_counts import round_union, tally_round
 from .echo import Echoes, echoes_of, evidence_free
+from ._memo import frozen, shared
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
 from .normalization import NORMALIZATIONS, normalize, normalize_units
 from .segmentation import segment
@@ -285,10 +286,7 @@ class NoveltyTracker:
         sketches: list = [None] * nv
         normed = normalize_units(units, cfg.normalization) if units else []
         owner_of_unit = np.array(owners, np.intp)
-        exclude = _echo_words(echoes, owner_of_unit) if echoes else None
-        win = windows_of(normed, cfg.shingle_words, cfg.fingerprint_unit == "line", exclude) if units else None
-        if win is not None and exclude is not None:
-            win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, cfg, exclude)
+        win = _round_windows(normed, cfg.shingle_words, cfg.fingerprint_unit == "line", owners, echoes) if units else None
         if win is None:
             return _JudgedRound(verdicts, [], _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors, sketches=sketches)
         owner = owner_of_unit[win.unit]       # the verdict of each window
@@ -349,8 +347,27 @@ class NoveltyTracker:
         return rn
 
 
+def _windows_key(normed: list[str], width: int, per_line: bool, owners: list[int], echoes: dict[int, Echoes]):
+    return tuple(normed), width, per_line, tuple(owners), tuple((i, e.key) for i, e in echoes.items())
+
+
+@shared(key=_windows_key, size=lambda normed, *_: sum(map(len, normed)), keep=frozen)
+def _round_windows(normed: list[str], width: int, per_line: bool, owners: list[int],
+                   echoes: dict[int, Echoes]) -> Windows | None:
+    """The windows of a round's units (each unit's owner the verdict it
+    counts for), the echoes of their calls excluded: the same for every config
+    of one normalization, width and fingerprint unit, so a sweep's configs
+    that differ only in thresholds share them."""
+    owner_of_unit = np.array(owners, np.intp)
+    exclude = _echo_words(echoes, owner_of_unit) if echoes else None
+    win = windows_of(normed, width, per_line, exclude)
+    if win is not None and exclude is not None:
+        win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, width, per_line, exclude)
+    return win
+
+
 def _judge_echo_only_units(win: Windows, normed: list[str], owner_of_unit: np.ndarray, echoes: dict[int, Echoes],
-                           cfg: NoveltyConfig, exclude) -> Windows:
+                           width: int, per_line: bool, exclude) -> Windows:
     """A unit whose every shingle touches an echo is judged on its text with
     the echoes replaced (echo.ECHO_MARK); what it said in full is still
     remembered, not judged."""
@@ -364,7 +381,7 @@ def _judge_echo_only_units(win: Windows, normed: list[str], owner_of_unit: np.nd
     for u in redo:
         echo = echoes[int(owner_of_unit[u])]
         units[u] = "\n".join(echo.replaced(" ".join(line.split())) for line in units[u].split("\n"))
-    again = windows_of(units, cfg.shingle_words, cfg.fingerprint_unit == "line", exclude)
+    again = windows_of(units, width, per_line, exclude)
     again.extra = np.concatenate((again.extra, win.extra))
     return again
 
