@@ -9,9 +9,13 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
-from imprint_core.novelty import NoveltyConfig, shared_work
+import dataclasses
 
-from ..realruns.roundlogs import RoundLog, round_progress
+from imprint_core.novelty import NoveltyConfig, NoveltyTracker, shared_work
+from imprint_core.rounds import classify_round
+from imprint_core.stoprules.builtin import judge_reads
+
+from ..realruns.roundlogs import RoundLog, round_progress, round_view
 from .progresscache import Progress, encode
 
 def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
@@ -19,14 +23,45 @@ def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
     return [round_progress(rep, config) for rep in reps]
 
 
+def _judging(config: NoveltyConfig) -> NoveltyConfig:
+    """What a tracker's state depends on: every field but the two thresholds
+    that only read a round's counts (RoundNovelty.progress)."""
+    return dataclasses.replace(config, min_new_shingles=1, min_new_share=0.0)
+
+
+def family_progress(log: RoundLog, configs: Sequence[NoveltyConfig]) -> list[list[tuple[str, bool]]]:
+    """round_progress(log, c) for configs that differ only in min_new_shingles
+    and min_new_share: one tracker judges and remembers each round, and each
+    config reads the round's counts with its own thresholds."""
+    tracker = NoveltyTracker(_judging(configs[0]))
+    out: list[list[tuple[str, bool]]] = [[] for _ in configs]
+    for rnd in log.rounds:
+        view = round_view(rnd)
+        if view.kind == "error":
+            for got in out:
+                got.append((view.kind, False))
+            continue
+        novelty = judge_reads(tracker, view)[2]
+        for got, c in zip(out, configs):
+            at = dataclasses.replace(novelty, min_new_shingles=c.min_new_shingles, min_new_share=c.min_new_share)
+            progress = classify_round(((call.kind, call.status) for call in view.calls), novelty_progress=at.progress)[1]
+            got.append((view.kind, bool(progress)))
+    return out
+
+
 def shared_progress(reps: Sequence[RoundLog], configs: Sequence[NoveltyConfig]) -> list[Progress]:
     """progress_of(reps, c) for every config c, each reply judged under every
-    config back to back, so that they share its normalized text and shingles."""
+    config back to back, so that they share its normalized text and shingles,
+    and configs apart only in thresholds share one tracker (family_progress)."""
     out: list[Progress] = [[] for _ in configs]
+    families: dict[NoveltyConfig, list[int]] = {}
+    for i, c in enumerate(configs):
+        families.setdefault(_judging(c), []).append(i)
     with shared_work():
         for rep in reps:
-            for got, config in zip(out, configs):
-                got.append(round_progress(rep, config))
+            for members in families.values():
+                for i, got in zip(members, family_progress(rep, [configs[i] for i in members])):
+                    out[i].append(got)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import xxhash
 
 from ..novelty import NoveltyConfig, NoveltyTracker, PatienceRule
+from ..novelty.rule import RoundNovelty
 from ..rounds import classify_round
 from ..settings import SPECS
 from .protocol import Rule, RoundView, calls_of
@@ -46,11 +47,7 @@ class RecordRule(Rule):
         if round.kind == "error":   # a failed request or an empty reply: a round without evidence
             kind, progress, verdicts, new = "error", False, {}, (0, 0)
         else:
-            # Evidence is what successful reads returned, with the call's own
-            # arguments echoed in it left out; writes and answers are not judged.
-            judged_calls = [(i, c) for i, c in enumerate(round.calls) if c.kind == "read" and c.status != "not_executed"]
-            judged = [self.tracker.judge(c.status, c.result, c.segments, c.args) for _, c in judged_calls]
-            novelty = self.tracker.commit_round(judged)
+            judged_calls, judged, novelty = judge_reads(self.tracker, round)
             kind, progress = classify_round(((c.kind, c.status) for c in round.calls),
                                             novelty_progress=novelty.progress)
             verdicts = {i: j[0] for (i, _), j in zip(judged_calls, judged)}
@@ -65,6 +62,16 @@ class RecordRule(Rule):
 
     def notes(self) -> dict[str, Any]:
         return self._notes
+
+
+def judge_reads(tracker: NoveltyTracker, round: RoundView) -> tuple[list, list, RoundNovelty]:
+    """A round's reads judged and remembered by the tracker: the judged
+    (index, call) pairs, their judgements and the round's novelty. Evidence
+    is what successful reads returned, with the call's own arguments echoed
+    in it left out; writes and answers are not judged."""
+    judged_calls = [(i, c) for i, c in enumerate(round.calls) if c.kind == "read" and c.status != "not_executed"]
+    judged = [tracker.judge(c.status, c.result, c.segments, c.args) for _, c in judged_calls]
+    return judged_calls, judged, tracker.commit_round(judged)
 
 
 @stop_rule("record", source="ADR 0102 (Decision; research-loop.md, Progress): novelty × patience",

@@ -36,6 +36,17 @@ def runs():
     return got[::2]
 
 
+def test_configs_apart_only_in_thresholds_share_one_tracker_and_read_it_each_their_own_way(runs) -> None:
+    # min_new_share only reads a round's counts: one tracker for all six, six answers
+    configs = noveltyconfigs.expand({"min_new_shingles": [1, 3, 8], "min_new_share": [0.0, 0.5]})
+    differ = False
+    for run in runs:
+        alone = [progress_of(run.replies, c) for c in configs]
+        assert shared_progress(run.replies, configs) == alone, run.origin
+        differ |= len({str(p) for p in alone}) > 1
+    assert differ, "the thresholds made no difference: the test shows nothing"
+
+
 def test_shared_progress_is_each_config_alone(runs) -> None:
     configs = noveltyconfigs.expand(GRID)
     assert len(configs) == 16

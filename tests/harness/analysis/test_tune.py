@@ -233,8 +233,8 @@ def test_who_and_when_is_split_by_question_not_by_file() -> None:
 
 def test_novelty_is_computed_once_per_config_and_cached(corpus, monkeypatch, tmp_path: Path) -> None:
     calls: list[NoveltyConfig] = []
-    real = sweep_mod.round_progress
-    monkeypatch.setattr(sweep_mod, "round_progress", lambda log, cfg: calls.append(cfg) or real(log, cfg))
+    real = sweep_mod.family_progress   # every (reply, config) the sweep judges goes through it
+    monkeypatch.setattr(sweep_mod, "family_progress", lambda log, cfgs: calls.extend(cfgs) or real(log, cfgs))
     runs = _runs(corpus)
     assert len(runs) == 4 and len({r.digest for r in runs}) == 3   # two trials of equal content
     replies = sum(len(r.replies) for r in runs if r.name != "useful-b")
@@ -423,8 +423,8 @@ def test_dask_cluster_gives_the_local_results(corpus, tmp_path: Path, monkeypatc
     local = _tune_json(args + ["--jobs", "1", "--out", str(tmp_path / "local")], capsys)
     clear_memory_cache()
     calls: list = []
-    real = sweep_mod.round_progress
-    monkeypatch.setattr(sweep_mod, "round_progress", lambda log, cfg: calls.append(cfg) or real(log, cfg))
+    real = sweep_mod.family_progress   # every (reply, config) the sweep judges goes through it
+    monkeypatch.setattr(sweep_mod, "family_progress", lambda log, cfgs: calls.extend(cfgs) or real(log, cfgs))
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
         remote = _tune_json(args + ["--scheduler", cluster.scheduler_address, "--out", str(tmp_path / "dask")], capsys)
     assert calls, "the Dask run computed novelty itself"
