@@ -36,15 +36,18 @@ def default_cache_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """A hash of the sources that decide a round's progress."""
+    """A hash of the sources that decide a round's progress: the novelty
+    package (its compiled path's .pyx too), round classification, the stop
+    rules, the round logs' reading and the sweep's own judging (sweepwork)."""
     import imprint_core.novelty as novelty
     import imprint_core.rounds as core_rounds
     import imprint_core.stoprules as stoprules
     from ..realruns import roundlogs as realrounds
+    from . import sweepwork
     files: list[Path] = []
-    for mod in (novelty, core_rounds, stoprules, realrounds):
+    for mod in (novelty, core_rounds, stoprules, realrounds, sweepwork):
         f = Path(mod.__file__)
-        files += sorted(f.parent.rglob("*.py")) if f.name == "__init__.py" else [f]
+        files += sorted([*f.parent.rglob("*.py"), *f.parent.rglob("*.pyx")]) if f.name == "__init__.py" else [f]
     h = hashlib.blake2b(digest_size=12)
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())

@@ -5,11 +5,10 @@ config, encoded (`progresscache.encode`), so that it crosses processes small.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
-
-import dataclasses
 
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, shared_work
 from imprint_core.rounds import classify_round
@@ -17,6 +16,7 @@ from imprint_core.stoprules.builtin import judge_reads
 
 from ..realruns.roundlogs import RoundLog, round_progress, round_view
 from .progresscache import Progress, encode
+
 
 def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
     """The expensive call: every reply of a run through a fresh tracker."""

@@ -356,8 +356,9 @@ def _round_windows(normed: list[str], width: int, per_line: bool, owners: list[i
                    echoes: dict[int, Echoes]) -> Windows | None:
     """The windows of a round's units (each unit's owner the verdict it
     counts for), the echoes of their calls excluded: the same for every config
-    of one normalization, width and fingerprint unit, so a sweep's configs
-    that differ only in thresholds share them."""
+    of one normalization, width and fingerprint unit, so a sweep's trackers
+    that differ only in what they count (containment threshold, near-duplicate
+    setting) share them."""
     owner_of_unit = np.array(owners, np.intp)
     exclude = _echo_words(echoes, owner_of_unit) if echoes else None
     win = windows_of(normed, width, per_line, exclude)

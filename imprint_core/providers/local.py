@@ -57,7 +57,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence, get_args
 
 from ..errors import ModelUnavailable, ProviderError
 from ..types import (Clock, CountingModes, Done, ModelRequest, ProviderEvent, TextDelta, ToolCallEvent, ToolSpec,
@@ -73,7 +73,7 @@ __all__ = ["ATTENTION", "DEFAULT_DTYPE", "DTYPES", "Dtype", "LocalProvider", "Lo
            "parse_tool_calls", "tool_call_grammar"]
 
 Dtype = Literal["auto", "bfloat16", "float32", "int8"]
-DTYPES: tuple[str, ...] = ("auto", "bfloat16", "float32", "int8")
+DTYPES: tuple[str, ...] = get_args(Dtype)
 
 # "auto" (the default) is bfloat16 where the CPU computes in it natively
 # (AVX512-BF16 or AMX) and float32 elsewhere. With native bf16 it prefilled
