@@ -103,7 +103,7 @@ class TuneRun:
     task: str                 # the split unit: SWE-bench instance, tau-bench task, Who&When question
     rounds: int
     label: RunLabel
-    numbers: list[list[int]]  # round numbers per reply
+    numbers: list[Sequence[int]]  # round numbers per reply (`_numbers`: a range where they follow one another)
     replies: list[RoundLog] = field(repr=False)   # a run not held (`source`) reads them again on use
     digest: str = ""
     always_dev: bool = False  # never held out (the regressions corpus)
@@ -154,6 +154,15 @@ def _slim(log: RoundLog) -> RoundLog:
     the arguments (whose values echoed in a result are not evidence)."""
     return RoundLog("", "", {}, [Round(r.number, [RoundCall("", c.args, c.kind, c.status, c.result, c.segments)
                                                   for c in r.calls]) for r in log.rounds])
+
+
+def _numbers(nums: list[int]) -> Sequence[int]:
+    """A reply's round numbers as a `range` when they follow one another (as
+    they mostly do): one small object a reply, which a corpus of 100,000 runs
+    holds for every run."""
+    if nums and nums == list(range(nums[0], nums[0] + len(nums))):
+        return range(nums[0], nums[0] + len(nums))
+    return tuple(nums)
 
 
 def digest_of(reps: Sequence[RoundLog]) -> str:
@@ -228,7 +237,7 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
             task = f"{corpus.name}:{label.name}"
         weight = _weight(reps)
         run = TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
-                      [[r.number for r in rep.rounds] for rep in reps], reps, digest_of(reps),
+                      [_numbers([r.number for r in rep.rounds]) for rep in reps], reps, digest_of(reps),
                       bool(corpus.always_dev), full, weight=weight)
         held[0] += weight
         if held[0] > HOLD_CHARS:       # past what is kept: read again when its progress is computed

@@ -82,22 +82,29 @@ class Scores:
     that any subset of runs (a corpus, a part, a fold) is a masked sum."""
 
     def __init__(self, settings: Sequence[Setting], runs: Sequence[TuneRun], stops: np.ndarray, slack: int):
-        self.settings, self.runs, self.stops, self.slack = list(settings), list(runs), stops, slack
         n_s, n_r = len(settings), len(runs)
-        self.premature = np.zeros((n_s, n_r), dtype=np.int64)
-        self.caught = np.zeros((n_s, n_r), dtype=np.int64)
-        self.loop_rounds = np.zeros((n_s, n_r), dtype=np.int64)   # rounds spent inside labelled loops
+        # Settings × runs matrices are most of what a large sweep holds per run
+        # (76 settings × 100,000 runs): each takes the narrowest integer type
+        # its values fit (sums over them are int64 all the same).
+        self.settings, self.runs, self.slack = list(settings), list(runs), slack
+        self.stops = stops.astype(_narrowest(stops), copy=False)
+        premature = np.zeros((n_s, n_r), dtype=np.bool_)
+        caught = np.zeros((n_s, n_r), dtype=_narrowest(np.array([len(r.label.loops) for r in runs] or [0])))
+        # each loop is clipped to the run's rounds (`judge`): at most rounds × loops inside them
+        loop_rounds = np.zeros((n_s, n_r), dtype=_narrowest(np.array([r.rounds * len(r.label.loops) + 1
+                                                                       for r in runs] or [0])))
         self.loops = np.zeros(n_r, dtype=np.int64)
         self.useful = np.array([r.label.useful for r in runs], dtype=np.int64)
-        memo: dict[tuple[int, int], tuple[int, int, int, int]] = {}
         for ri, run in enumerate(runs):
+            memo: dict[int, tuple[int, int, int, int]] = {}      # this run's verdict by stop round
             for si in range(n_s):
                 stop = int(stops[si, ri])
-                got = memo.get((ri, stop))
+                got = memo.get(stop)
                 if got is None:
                     j = judge(run.label, None if stop < 0 else stop, run.rounds, slack)
-                    got = memo[(ri, stop)] = (int(j.premature), j.loops_caught, j.loops, j.loop_rounds)
-                self.premature[si, ri], self.caught[si, ri], self.loops[ri], self.loop_rounds[si, ri] = got
+                    got = memo[stop] = (int(j.premature), j.loops_caught, j.loops, j.loop_rounds)
+                premature[si, ri], caught[si, ri], self.loops[ri], loop_rounds[si, ri] = got
+        self.premature, self.caught, self.loop_rounds = premature, caught, loop_rounds
         self.corpora = list(dict.fromkeys(r.corpus for r in runs))
 
     def mask(self, corpus: str | None = None, parts: dict[str, str] | None = None, part: str | None = None,
@@ -219,6 +226,13 @@ class Rule:
         return int(best), bool(feasible.any()), why
 
 
+def _narrowest(values: np.ndarray) -> np.dtype:
+    """The smallest signed integer type that holds every value (and -1)."""
+    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    return next(t for t in (np.int8, np.int16, np.int32, np.int64) if np.iinfo(t).min <= min(lo, -1)
+                and hi <= np.iinfo(t).max)
+
+
 def _loop_total(scores: Scores, mask: np.ndarray) -> int:
     """Rounds inside the labelled loops of these runs: what no stop at all spends."""
     return int(sum(judge(r.label, None, r.rounds).loop_total for r in np.array(scores.runs, dtype=object)[mask]))
@@ -314,7 +328,7 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
     progress, stats = compute_progress(runs, [by_key[k] for k in all_configs], jobs=jobs, scheduler=scheduler,
                                        cache=cache, share=share)
     cindex = {k: i for i, k in enumerate(all_configs)}
-    stops = np.full((len(settings), len(runs)), -1, dtype=np.int64)
+    stops = np.full((len(settings), len(runs)), -1, dtype=np.int32)    # a round number; Scores narrows it
     wanted = sorted({s.patience for s in settings})
     for ri, run in enumerate(runs):
         per_config: dict[int, dict[int, int | None]] = {}

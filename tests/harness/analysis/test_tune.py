@@ -591,3 +591,22 @@ def test_tune_and_the_gate_agree_on_the_shipped_setting(tmp_path: Path, capsys) 
     rows = {r["subject"]: r for r in json.loads(capsys.readouterr().out)["conditions"][0]["rows"]}
     assert rows["tau-bench: premature stops"]["figure"].startswith(f"{f.premature} of 80 ")
     assert rows["tau-bench: loop recall"]["figure"].startswith(f"{f.caught} of {f.loops} ")
+
+
+def test_scores_of_long_runs_and_many_loops_are_exact_in_their_narrow_types() -> None:
+    # The settings × runs matrices take the narrowest integer type their values fit: a run of 40,000
+    # rounds, 200 one-round loops and a stop past int16 must still count every round and catch exactly.
+    loops = tuple((i, 400) for i in range(1, 201))               # 200 loops: caught past int8, rounds past int16
+    many = TuneRun("demo", "many", "many", "many", "many", 400, RunLabel("many", loops=loops), [[]], [], "m")
+    long = TuneRun("demo", "long", "long", "long", "long", 40_000, RunLabel("long", loops=((1, 40_000),),
+                   should_not_stop_before=39_999), [[]], [], "l")
+    settings = [Setting(NoveltyConfig(), 2), Setting(NoveltyConfig(), 3)]
+    scores = Scores(settings, [many, long], np.array([[400, 39_000], [-1, 40_000]]), slack=0)
+    assert scores.caught[:, 0].tolist() == [200, 0]              # the stop at 400: every loop is caught
+    assert scores.loop_rounds[:, 0].tolist() == [60_100, 60_100]  # 400 + 399 + ... + 201 rounds inside them
+    alone = Scores(settings, [many], np.array([[400], [-1]]), slack=0)   # its 400 rounds alone fit int16
+    assert alone.loop_rounds[:, 0].tolist() == [60_100, 60_100] and alone.caught[:, 0].tolist() == [200, 0]
+    assert scores.loop_rounds[:, 1].tolist() == [39_000, 40_000]
+    assert scores.premature[:, 1].tolist() == [1, 0]
+    assert scores.stops.tolist() == [[400, 39_000], [-1, 40_000]]
+    assert scores.sums(np.array([True, True]))["loop_rounds"].tolist() == [99_100, 100_100]
