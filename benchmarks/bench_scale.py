@@ -16,6 +16,7 @@ the figures to compare.
 
     python benchmarks/bench_scale.py [--sizes 100,1000] [--modes one,all,dask1,dask2] [--seed 0]
     python benchmarks/bench_scale.py --sizes 10000,100000      # the large corpora (hours, gigabytes)
+    python benchmarks/bench_scale.py --sizes 10000,100000 --modes one --cold-only --merge   # the scale targets
 """
 from __future__ import annotations
 
@@ -80,6 +81,14 @@ def _tune(corpus: synthcorpus.Corpus, cache: Path, out: Path, extra: list[str]) 
             "peak_rss_mib": _mib(usage.ru_maxrss), "load_average": load}
 
 
+def _commit() -> str:
+    """The commit measured (with "+changes" when the tree differs from it)."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def _cluster(workers: int):
     from distributed import Client, LocalCluster
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -97,8 +106,8 @@ def _workers_cpu(pids: list[int]) -> float:
     return total
 
 
-def measure(corpus: synthcorpus.Corpus, mode: str, work: Path) -> list[dict]:
-    """Cold then warm runs of one mode over one corpus."""
+def measure(corpus: synthcorpus.Corpus, mode: str, work: Path, phases: tuple[str, ...] = ("cold", "warm")) -> list[dict]:
+    """Cold then warm runs of one mode over one corpus (warm reads the disk cache of the cold run)."""
     cache = work / f"cache-{mode}"
     extra, cluster = [], None
     if mode == "one":
@@ -106,7 +115,7 @@ def measure(corpus: synthcorpus.Corpus, mode: str, work: Path) -> list[dict]:
     elif mode == "all":
         extra = ["--jobs", str(os.cpu_count() or 1)]
     out = []
-    for phase in ("cold", "warm"):
+    for phase in phases:
         if mode.startswith("dask"):   # a fresh cluster per run: its workers' peaks are this run's
             cluster, client, pids = _cluster(int(mode[4:]))
             extra = ["--scheduler", cluster.scheduler_address]
@@ -123,7 +132,7 @@ def measure(corpus: synthcorpus.Corpus, mode: str, work: Path) -> list[dict]:
                 cluster.close()
                 cluster = None
         total_cpu = got.get("cpu_s_with_workers", got["cpu_s"])
-        got.update(size=corpus.size, mode=MODES[mode], phase=phase,
+        got.update(size=corpus.size, mode=MODES[mode], phase=phase, commit=_commit(),
                    cpu_ms_per_run=round(1000 * total_cpu / corpus.size, 2))
         print(f"{corpus.size:>7} runs  {MODES[mode]:<16} {phase}: {got['wall_s']:>7} s wall, {total_cpu:>7} s CPU, "
               f"peak {got['peak_rss_mib']} MiB (load {got['load_average'][0]})", flush=True)
@@ -184,11 +193,11 @@ def targets(results: list[dict], sizes: list[int]) -> dict:
 
 
 def merged(old: dict, new: dict) -> dict:
-    """OUT's report with this run's results in place of the (size, mode) pairs
+    """OUT's report with this run's results in place of the (size, mode, phase) runs
     measured again, and this run's targets."""
-    again = {(r["size"], r["mode"]) for r in new["results"]}
+    again = {(r["size"], r["mode"], r["phase"]) for r in new["results"]}
     out = {**old, **{k: v for k, v in new.items() if k not in ("results", "sizes", "corpora")}}
-    out["results"] = [r for r in old.get("results", []) if (r["size"], r["mode"]) not in again] + new["results"]
+    out["results"] = [r for r in old.get("results", []) if (r["size"], r["mode"], r["phase"]) not in again] + new["results"]
     out["sizes"] = sorted({*old.get("sizes", []), *new["sizes"]})
     out["corpora"] = {**old.get("corpora", {}), **new["corpora"]}
     return out
@@ -199,6 +208,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="100,1000", help="corpus sizes, runs (default 100,1000; also 10000,100000)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)} (default all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cold-only", action="store_true",
+                    help="skip the warm runs (at 100,000 runs a cold run takes most of an hour on 2 cores)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "scale.json"))
     ap.add_argument("--merge", action="store_true",
                     help="keep the results of OUT for the sizes and modes not measured now (the large corpora take hours)")
@@ -228,7 +239,7 @@ def main() -> int:
             for mode in modes:
                 work = Path(tmp) / f"{size}-{mode}"
                 work.mkdir()
-                report["results"] += measure(corpus, mode, work)
+                report["results"] += measure(corpus, mode, work, ("cold",) if args.cold_only else ("cold", "warm"))
     one = {r["size"]: r for r in report["results"] if r["mode"] == MODES["one"] and r["phase"] == "cold"}
     if len(one) > 1:
         lo, hi = min(one), max(one)
