@@ -43,7 +43,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
 	$(BIN)/python benchmarks/bench_sweep_baseline.py
-	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_scale.py --merge   # 100 and 1,000 runs; the large corpora: see its --help
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_rules.py
 	$(BIN)/python benchmarks/summary.py

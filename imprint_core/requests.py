@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .budget import RequestRecord, TimeBudget, TokenLedger
+from .budget import RequestRecord, Reservation, TimeBudget, TokenLedger
 from .counting import Counting, count_prompt, output_units
 from .errors import CountingUnavailable, ProviderError, TokenBudgetExceeded
 from .events import (BudgetExhausted, CountFallback, FinalRequest, FinalSettled, RequestReserved, RequestRetry,
@@ -34,6 +34,23 @@ class Reply:
     @property
     def failed(self) -> bool:
         return self.stop is not None or self.error is not None
+
+
+@dataclass
+class Pending:
+    """A research request reserved and not yet settled (`ModelCaller.begin`)."""
+    messages: list[Message]
+    tools: list[ToolSpec]
+    role: str
+    context_id: str
+    max_output: int
+    round: int
+    attempt: int
+    counter: TokenCounter
+    units: Sequence[int]
+    estimate: int
+    reservation: Reservation
+    started: float = 0.0
 
 
 class ModelCaller:
@@ -75,64 +92,89 @@ class ModelCaller:
         return self.count(messages, list(tools))[2]
 
     def research(self, messages: list[Message], tools: list[ToolSpec], *, role: str, context_id: str,
-                 max_output: int, round: int) -> Reply:
+                 max_output: int, round: int, attempt: int = 0) -> Reply:
         """Time and cancel checks, count, context check, reservation,
         streamed response, settlement, retries."""
-        attempt = 0
         while True:
-            if self.cancel.cancelled:
-                return Reply(stop=StopReason.CANCELLED, detail="cancelled before a model request")
-            if self.time.expired():
-                return Reply(stop=StopReason.TIME_BUDGET, detail=self.time.passed())
-            counter, units, estimate = self.count(messages, tools, role=role, context_id=context_id)
-            window = self.provider.context_window
-            if estimate + max_output > window:
-                return Reply(stop=StopReason.CONTEXT_FULL,
-                             detail=f"prompt of {estimate} tokens plus {max_output} output tokens exceeds the "
-                                    f"context window of {window}")
-            try:
-                reservation = self.ledger.reserve(estimate, max_output, role=role, context_id=context_id)
-            except TokenBudgetExceeded as exc:
-                self._exhausted(exc, role, context_id)
-                return Reply(stop=StopReason.TOKEN_BUDGET, detail=str(exc))
-            self.trace.write(RequestReserved(id=reservation.id, role=role, context_id=context_id, attempt=attempt,
-                                             estimated_prompt=estimate, max_output=max_output,
-                                             reserved=reservation.tokens, budget_left=self.ledger.totals.left))
-            started = self.clock.now()
-            deadline = self.time.deadline
-            got = self._stream(ModelRequest(list(messages), list(tools), max_output, deadline, self.cancel,
-                                            context_id=context_id, role=role), deadline)  # type: ignore[arg-type]
-            error, interrupted = got.error, got.interrupted
-            record = self.ledger.settle(reservation, counter=counter, prompt_units=units,
-                                        output_units=output_units(counter, got.usage, got.text, got.calls),
-                                        outcome="error" if error else "cut" if interrupted else "ok",
-                                        usage=got.usage, sent=error is None or error.processed,
-                                        reconcile=self.counting.reconcile,
-                                        estimates=self.counting.side_counts(messages, tools, counter, estimate))
-            self.counting.learn(messages, tools, got.usage)
-            self.trace.write(RequestSettled(record=record, duration=self.clock.now() - started,
-                                            error=str(error) if error else None,
-                                            interrupted=interrupted.value if interrupted else None, round=round))
-            if interrupted is not None:
-                what = "cancelled" if interrupted is StopReason.CANCELLED else self.time.passed()
-                return Reply(text=got.text, stop=interrupted, detail=f"{what} during a {role} response",
-                             record=record)
-            if error is None:
-                return Reply(text=got.text, calls=list(got.calls), record=record)
-            if (error.retryable and error.retry_after is not None and attempt < self.max_retries
-                    and self.clock.now() + error.retry_after >= self.time.deadline):
-                # Honouring the server's wait would pass the deadline; sending
-                # again at once would ignore it. Research time is up.
-                return Reply(stop=StopReason.TIME_BUDGET, record=record,
-                             detail=f"rate limited: the provider asked to wait {error.retry_after:g} s with "
-                                    f"{max(self.time.remaining(), 0):.3g} s of research time left")
-            wait = self._retry_wait(error, attempt)
-            if wait is None:
-                return Reply(text=got.text, error=error, detail=str(error), record=record)
-            self.trace.write(RequestRetry(id=reservation.id, attempt=attempt + 1, wait=wait, error=str(error)))
-            if not self._wait(wait):
-                return Reply(stop=StopReason.CANCELLED, detail="cancelled while waiting to retry", record=record)
+            begun = self.begin(messages, tools, role=role, context_id=context_id, max_output=max_output,
+                               round=round, attempt=attempt)
+            if isinstance(begun, Reply):
+                return begun
+            reply = self.finish(begun, self.send(begun))
+            if reply is not None:
+                return reply
             attempt += 1
+
+    def begin(self, messages: list[Message], tools: list[ToolSpec], *, role: str, context_id: str,
+              max_output: int, round: int, attempt: int = 0) -> "Pending | Reply":
+        """A request up to its reservation (traced), or the Reply that ends it
+        first. Section workers begin theirs in order, so that the ledger and
+        the trace never depend on thread timing."""
+        if self.cancel.cancelled:
+            return Reply(stop=StopReason.CANCELLED, detail="cancelled before a model request")
+        if self.time.expired():
+            return Reply(stop=StopReason.TIME_BUDGET, detail=self.time.passed())
+        counter, units, estimate = self.count(messages, tools, role=role, context_id=context_id)
+        window = self.provider.context_window
+        if estimate + max_output > window:
+            return Reply(stop=StopReason.CONTEXT_FULL,
+                         detail=f"prompt of {estimate} tokens plus {max_output} output tokens exceeds the "
+                                f"context window of {window}")
+        try:
+            reservation = self.ledger.reserve(estimate, max_output, role=role, context_id=context_id)
+        except TokenBudgetExceeded as exc:
+            self._exhausted(exc, role, context_id)
+            return Reply(stop=StopReason.TOKEN_BUDGET, detail=str(exc))
+        self.trace.write(RequestReserved(id=reservation.id, role=role, context_id=context_id, attempt=attempt,
+                                         estimated_prompt=estimate, max_output=max_output,
+                                         reserved=reservation.tokens, budget_left=self.ledger.totals.left))
+        return Pending(messages, tools, role, context_id, max_output, round, attempt, counter, units, estimate,
+                       reservation)
+
+    def send(self, p: "Pending") -> Collected:
+        """The streamed response of a begun request (thread-safe: section
+        workers send theirs at once)."""
+        p.started = self.clock.now()
+        deadline = self.time.deadline
+        return self._stream(ModelRequest(list(p.messages), list(p.tools), p.max_output, deadline, self.cancel,
+                                         context_id=p.context_id, role=p.role), deadline)  # type: ignore[arg-type]
+
+    def finish(self, p: "Pending", got: Collected, ended: float | None = None) -> Reply | None:
+        """Settle a sent request (traced) into its Reply; None when it is to be
+        sent again (the retry's wait done). `ended`: when its response ended,
+        where it is settled later (section workers settle in order)."""
+        messages, tools, counter, role = p.messages, p.tools, p.counter, p.role
+        error, interrupted = got.error, got.interrupted
+        record = self.ledger.settle(p.reservation, counter=counter, prompt_units=p.units,
+                                    output_units=output_units(counter, got.usage, got.text, got.calls),
+                                    outcome="error" if error else "cut" if interrupted else "ok",
+                                    usage=got.usage, sent=error is None or error.processed,
+                                    reconcile=self.counting.reconcile,
+                                    estimates=self.counting.side_counts(messages, tools, counter, p.estimate))
+        self.counting.learn(messages, tools, got.usage)
+        self.trace.write(RequestSettled(record=record,
+                                        duration=(self.clock.now() if ended is None else ended) - p.started,
+                                        error=str(error) if error else None,
+                                        interrupted=interrupted.value if interrupted else None, round=p.round))
+        if interrupted is not None:
+            what = "cancelled" if interrupted is StopReason.CANCELLED else self.time.passed()
+            return Reply(text=got.text, stop=interrupted, detail=f"{what} during a {role} response", record=record)
+        if error is None:
+            return Reply(text=got.text, calls=list(got.calls), record=record)
+        if (error.retryable and error.retry_after is not None and p.attempt < self.max_retries
+                and self.clock.now() + error.retry_after >= self.time.deadline):
+            # Honouring the server's wait would pass the deadline; sending
+            # again at once would ignore it. Research time is up.
+            return Reply(stop=StopReason.TIME_BUDGET, record=record,
+                         detail=f"rate limited: the provider asked to wait {error.retry_after:g} s with "
+                                f"{max(self.time.remaining(), 0):.3g} s of research time left")
+        wait = self._retry_wait(error, p.attempt)
+        if wait is None:
+            return Reply(text=got.text, error=error, detail=str(error), record=record)
+        self.trace.write(RequestRetry(id=p.reservation.id, attempt=p.attempt + 1, wait=wait, error=str(error)))
+        if not self._wait(wait):
+            return Reply(stop=StopReason.CANCELLED, detail="cancelled while waiting to retry", record=record)
+        return None
 
     def _exhausted(self, exc: TokenBudgetExceeded, role: str, context_id: str) -> None:
         self.trace.write(BudgetExhausted(role=role, context_id=context_id, limit=exc.limit, used=exc.used,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .requests import ModelCaller
+from .requests import ModelCaller, Pending, Reply
+from .streams import Collected
 from .types import Message, StopReason, ToolContext, ToolOutput, ToolSpec
 
 WORKER_SYSTEM = "You research one section of a question. Reply with concise notes of the facts you find."
@@ -40,22 +41,35 @@ class SectionWorkers:
                    for s in sections]
         admitted = self._admitted(prompts)
         stops: dict[int, tuple[StopReason, str]] = {}   # by section: the first section's stop is reported
+        # Three phases, so that the ledger and the trace never depend on thread
+        # timing: every admitted section is reserved in order, the requests
+        # are sent at once, and they are settled in order (a retry, rare, then
+        # runs on its own).
+        begun = [self.caller.begin(prompts[i], [], role="worker", context_id=f"{base}-{i}",
+                                   max_output=self.max_output, round=ctx.round) for i in range(admitted)]
+        sent = [i for i, b in enumerate(begun) if isinstance(b, Pending)]
 
-        def one(i: int) -> str:
+        def send(i: int) -> tuple[Collected, float]:
+            got = self.caller.send(begun[i])  # type: ignore[arg-type]
+            return got, self.caller.clock.now()
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(sent) or 1))) as pool:
+            responses = dict(zip(sent, pool.map(send, sent)))
+        notes = []
+        for i, section in enumerate(sections):
             if i >= admitted:
-                return f"[section {sections[i]!r} not researched: the token budget cannot reserve it]"
-            context_id = f"{base}-{i}"
-            reply = self.caller.research(prompts[i], [], role="worker", context_id=context_id,
-                                         max_output=self.max_output, round=ctx.round)
-            self.caller.ledger.forget_context(context_id)  # never continued: keep memory flat
+                notes.append(f"[section {section!r} not researched: the token budget cannot reserve it]")
+                continue
+            b = begun[i]
+            reply = b if isinstance(b, Reply) else self.caller.finish(b, *responses[i])
+            if reply is None:
+                reply = self.caller.research(prompts[i], [], role="worker", context_id=f"{base}-{i}",
+                                             max_output=self.max_output, round=ctx.round,
+                                             attempt=b.attempt + 1)  # type: ignore[union-attr]
+            self.caller.ledger.forget_context(f"{base}-{i}")  # never continued: keep memory flat
             if reply.stop is not None:
                 stops[i] = (reply.stop, f"section worker: {reply.detail}")
-            if reply.failed:
-                return f"[section {sections[i]!r} not researched: {reply.detail}]"
-            return reply.text
-
-        with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, admitted or 1))) as pool:
-            notes = list(pool.map(one, range(len(sections))))
+            notes.append(f"[section {section!r} not researched: {reply.detail}]" if reply.failed else reply.text)
         if admitted < len(sections) and not stops:
             refused = self.caller.reservation_refused(prompts[admitted], self.max_output, role="worker",
                                                       context_id=f"{base}-{admitted}")

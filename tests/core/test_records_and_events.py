@@ -8,7 +8,7 @@ Nothing here sleeps: time is a VirtualClock.
 """
 from __future__ import annotations
 
-from imprint_core.events import call_verdicts
+from imprint_core.events import RequestReserved, RequestSettled, call_verdicts
 import dataclasses
 import re
 
@@ -697,35 +697,47 @@ def test_worker_prompts_give_each_worker_its_section_of_the_question():
     assert [e.round for e in settled] == [1, 1]
 
 
-def test_the_stop_a_fan_out_reports_is_its_first_section_s_whatever_thread_finishes_first():
-    """Sections 0 and 1 both meet a full context; section 1's worker is made
-    to stop first (its count lets section 0's go on only once it is done),
-    yet the batch reports section 0's stop, as it would if they ran in turn."""
-    import threading
-
-    one_done = threading.Event()
-
-    class Gate(ByteEstimateCounter):
-        def count(self, messages, tools):
-            got = super().count(messages, tools)
-            last = messages[-1].content
-            if threading.current_thread() is not threading.main_thread():
-                if last.endswith("Section: " + "zero " * 500):
-                    assert one_done.wait(10)
-                elif last.endswith("Section: " + "one " * 450):
-                    one_done.set()
-            return got
-
+def test_the_stop_a_fan_out_reports_is_its_first_section_s():
+    """Sections 0 and 1 both meet a full context: the batch reports section
+    0's stop, and neither is sent."""
     run = make_run([fan("zero " * 500, "one " * 450), "done"], [], config=LoopConfig(section_workers=True),
-                   counter=Gate(), context_window=1_000)
+                   context_window=1_000)
     result = run.run()
-    assert result.stop_reason is StopReason.CONTEXT_FULL and one_done.is_set()
+    assert result.stop_reason is StopReason.CONTEXT_FULL
     prompts = {s: run.loop.caller.estimate([Message("system", WORKER_SYSTEM),
                                             Message("user", f"Question: What is known?\nSection: {s}")])
                for s in ("zero " * 500, "one " * 450)}
     assert result.detail == (f"section worker: prompt of {prompts['zero ' * 500]} tokens plus 512 output tokens "
                              f"exceeds the context window of 1000")
     assert run.requests("worker") == []
+
+
+def test_a_fan_out_reserves_in_order_then_settles_in_order_whatever_thread_finishes_first():
+    """Section 1's response ends before section 0's (section 0's worker waits
+    for it), yet the ledger and the trace read as if the threads had run in
+    turn: both reserved, in order, then both settled, in order."""
+    import threading
+
+    one_done = threading.Event()
+
+    def zero_waits(request, index):
+        section = request.messages[-1].content.split("Section: ")[-1]
+        if section == "zero":
+            assert one_done.wait(10)
+        turn = notes_for(request, index)
+        if section == "one":
+            one_done.set()
+        return turn
+
+    run = make_run([fan("zero", "one"), "done"], [], config=LoopConfig(section_workers=True), workers=zero_waits)
+    run.run()
+    assert one_done.is_set()
+    order = [(type(e).__name__, e.context_id) for e in run.log.events
+             if isinstance(e, (RequestReserved, RequestSettled)) and e.role == "worker"]
+    assert order == [("RequestReserved", "w1-0"), ("RequestReserved", "w1-1"),
+                     ("RequestSettled", "w1-0"), ("RequestSettled", "w1-1")]
+    first, second = [e for e in run.events(RequestReserved) if e.role == "worker"]
+    assert second.budget_left == first.budget_left - second.reserved   # nothing settled in between
 
 
 def test_worker_notes_are_the_evidence_and_failures_are_not():
