@@ -3,8 +3,9 @@
 # library's results and traces, `imprint replay --json` over every labelled
 # corpus, and the report's summary.md. Writes them under $1; compare two
 # snapshots with `diff -r BEFORE AFTER`. Run ids and wall-clock fields are
-# replaced by stand-ins, and the real-clock scenario is left out, so only
-# behaviour differs.
+# replaced by stand-ins (the report's generation time too), and the
+# real-clock scenario is left out, so only behaviour differs. Section
+# workers' traces are deterministic since they reserve and settle in order.
 set -euo pipefail
 out=${1:?usage: benchmarks/behaviour_snapshot.sh OUT_DIR}
 bin=${BIN:-.venv/bin}
@@ -22,6 +23,7 @@ def scrub(text):
     return re.sub(r'"wall": "[^"]*"', '"wall": "WALL"', text)
 results = json.loads((tmp / "run.json").read_text())
 rows = results if isinstance(results, list) else results.get("results", results)
+rows = [r for r in rows if "real-clock" not in str(r.get("file", ""))] if isinstance(rows, list) else rows
 (out / "run.json").write_text(scrub(json.dumps(rows, indent=1, sort_keys=True)))
 (out / "traces").mkdir(exist_ok=True)
 for f in sorted((tmp / "runs").glob("*/*.jsonl")):
@@ -36,5 +38,9 @@ for corpus in ../shared/data/roundlogs/tau-bench-airline ../shared/data/raw/mini
   "$bin/imprint" replay --json "$corpus" > "$out/replay-$n-$(basename "$corpus").json" 2>&1 || true
 done
 "$bin/imprint" report --out "$tmp/report" > /dev/null 2>&1 || true
-cp "$tmp/report/summary.md" "$out/summary.md" 2>/dev/null || echo "no summary.md" > "$out/summary.md"
+if [ -f "$tmp/report/summary.md" ]; then
+  sed -E 's/generated [0-9-]+ [0-9:]+ UTC/generated WHEN/' "$tmp/report/summary.md" > "$out/summary.md"
+else
+  echo "no summary.md" > "$out/summary.md"
+fi
 echo "snapshot in $out"

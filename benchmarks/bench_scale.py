@@ -194,6 +194,17 @@ def targets(results: list[dict]) -> dict:
         ratio = round(one[hi]["peak_rss_mib"] / one[below]["peak_rss_mib"], 2)
         out["peak_memory"] = {"sizes": [below, hi], "mib": [one[below]["peak_rss_mib"], one[hi]["peak_rss_mib"]],
                               "ratio": ratio, "target": 2.0, "met": ratio <= 2.0, "commits": commits(below, hi)}
+    # Dask: wall time of 1 worker against 2 at the largest size both ran at, cold (>= 1.7x at 100,000)
+    d1 = {r["size"]: r for r in results if r["mode"] == MODES["dask1"] and r["phase"] == "cold"}
+    d2 = {r["size"]: r for r in results if r["mode"] == MODES["dask2"] and r["phase"] == "cold"}
+    both = sorted(set(d1) & set(d2))
+    if both:
+        size = both[-1]
+        ratio = round(d1[size]["wall_s"] / d2[size]["wall_s"], 2)
+        out["dask_2_workers"] = {"size": size, "wall_s": [d1[size]["wall_s"], d2[size]["wall_s"]], "ratio": ratio,
+                                 "target": 1.7, "met": ratio >= 1.7,
+                                 "commits": [d1[size].get("commit"), d2[size].get("commit")],
+                                 "load_average": [d1[size]["load_average"], d2[size]["load_average"]]}
     return out
 
 

@@ -118,6 +118,13 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append(("… peak memory at " + " / ".join(f"{int(k):,}" for k in rss) + " runs",
                     " / ".join(f"{v} MiB" for v in rss.values()) + f" ({mc['ratio_10000_to_1000']}× for 10× the runs)",
                     "≤ 2× from 10,000 to 100,000", "not measured at 100,000"))
+    dask = (scale or {}).get("targets", {}).get("dask_2_workers")
+    if dask:
+        one, two = dask["wall_s"]
+        out.append((f"… a Dask LocalCluster of 2 workers against 1, {dask['size']:,} runs, cold, wall time",
+                    f"{one} s → {two} s ({dask['ratio']}×)", "≥ 1.7× at 100,000",
+                    ("met" if dask["met"] else "missed") if dask["size"] >= 100_000
+                    else f"not measured at 100,000 (up to {dask['size']:,})"))
     if local:
         ov, dl, pc = local["overhead"], local["deadline"], local["prefix_cache"]
         out.append(("local provider against bare model.generate (same prompt and tokens)", f"{ov['ratio']}×",
