@@ -806,3 +806,73 @@ def test_a_worker_that_meets_a_limit_ends_research_after_the_batch():
     result = run.run()
     assert result.stop_reason is StopReason.CONTEXT_FULL and result.rounds == 1
     assert result.detail.startswith("section worker:") and "context window" in result.detail
+
+
+def test_sections_past_the_budget_each_get_a_note_and_the_first_refusal_is_the_stop():
+    # gamma and delta are never reserved: each gets its note, in order, and the refusal quoted is gamma's
+    sections = ("alpha", "beta", "gamma", "delta")
+    full = make_run([fan(*sections), "done"], [], config=LoopConfig(section_workers=True), workers=notes_for).run()
+    committed = full.records[0].charged
+    wanted = sum(r.reserved for r in full.records if r.context_id in ("w1-0", "w1-1"))
+    run = make_run([fan(*sections), "done"], [], config=LoopConfig(section_workers=True), workers=notes_for,
+                   st=settings(research_token_budget=committed + wanted))
+    result = run.run()
+    text = run.events("tool_result")[0].text
+    assert text.count("not researched: the token budget cannot reserve it") == 2
+    assert text.index("'gamma' not researched") < text.index("'delta' not researched")
+    assert sorted(r.context_id for r in run.requests("worker")) == ["w1-0", "w1-1"]
+    (refused,) = run.events("budget_exhausted")
+    assert refused.context_id == "w1-2" and result.stop_reason is StopReason.TOKEN_BUDGET
+    assert result.detail == f"section worker: {refused.message}"
+
+
+def test_a_worker_sent_again_after_a_retryable_error_is_the_same_request_one_attempt_on():
+    # section b's first response fails and is sent again when its turn to settle comes (before c's): the same prompt,
+    # role, context, output limit and round, attempt 1; its notes are the evidence like the others'
+    tries = {"b": 0}
+
+    def b_fails_once(request, index):
+        section = request.messages[-1].content.split("Section: ")[-1]
+        if section == "b" and tries["b"] == 0:
+            tries["b"] += 1
+            return Turn(error=ProviderError("overloaded", "busy", retryable=True))
+        return notes_for(request, index)
+
+    run = make_run([fan("a", "b", "c"), "done"], [],
+                   config=LoopConfig(section_workers=True, research_max_output_tokens=300), workers=b_fails_once)
+    run.run()
+    workers = run.requests("worker")
+    assert sorted(r.context_id for r in workers[:3]) == ["w1-0", "w1-1", "w1-2"]   # sent at once: any order
+    assert workers[3].context_id == "w1-1"
+    again, first = workers[3], next(r for r in workers[:3] if r.context_id == "w1-1")
+    assert again.messages == first.messages and again.tools == [] and again.max_output_tokens == 300
+    reserved = [(e.context_id, e.attempt) for e in run.events(RequestReserved) if e.role == "worker"]
+    assert reserved == [("w1-0", 0), ("w1-1", 0), ("w1-2", 0), ("w1-1", 1)]
+    settled = [e for e in run.events(RequestSettled) if e.role == "worker"]
+    assert [(e.context_id, e.round) for e in settled] == [("w1-0", 1), ("w1-1", 1), ("w1-1", 1), ("w1-2", 1)]
+    assert [e.error is not None for e in settled] == [False, True, False, False]
+    text = run.events("tool_result")[0].text
+    assert "Notes on b:" in text and "not researched" not in text
+
+
+def test_a_worker_s_settled_duration_is_its_response_s_not_the_wait_for_the_batch():
+    # A clock that ticks at every reading: a single worker's request takes as many ticks as the same
+    # response to the coordinator (settled in turn), not more for being settled after the batch.
+    import threading
+
+    class Ticking(VirtualClock):
+        def __init__(self):
+            super().__init__()
+            self._tick = threading.Lock()
+
+        def now(self):
+            with self._tick:
+                self._now += 1.0
+                return self._now
+
+    run = make_run([fan("x"), "done"], [], config=LoopConfig(section_workers=True), workers=notes_for,
+                   clock=Ticking(), st=settings(research_timeout_sec=3600))
+    run.run()
+    _, worker, coordinator = run.events(RequestSettled)[:3]     # the fan-out, its worker, the answer
+    assert worker.role == "worker" and coordinator.role == "coordinator"
+    assert worker.duration == coordinator.duration > 0          # one chunk each, no tool call
