@@ -31,16 +31,14 @@ counter: `stop_rounds` finds the stop of every patience in one pass.
 
 Memory: a corpus is read a file at a time, and the runs past `HOLD_CHARS`
 of result text keep only what the verdicts need (label, round numbers,
-digest); their replies are read again when their progress is computed, in
-waves of at most that much text, and let go after (benchmarks/bench_scale.py).
+digest); a work item carries them as references (`sweepwork.Unheld`), the
+worker that judges one reads its replies again and lets them go after, and
+no item holds more than a share of `HOLD_CHARS` (benchmarks/bench_scale.py).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from imprint_core.errors import UserInputError
@@ -49,10 +47,10 @@ from imprint_core.novelty import NoveltyConfig
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ..realruns.noveltyconfigs import config_key
 from ..realruns.regressionstore import CORPUS as REGRESSIONS
-from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies
+from ..realruns.roundlogs import RoundLog, replies
 from ..realruns.runfiles import RunFile, find_inputs, read_file
 from .progresscache import Progress, ProgressCache, decode
-from .sweepwork import Item, runner_for
+from .sweepwork import Item, RunSource, Unheld, digest_of, read_again, runner_for, slim
 
 
 # ---- corpora and their labelled runs ------------------------------------------------------------------
@@ -79,19 +77,9 @@ class Corpus:
 HOLD_CHARS = 16_000_000
 """Result text (`_weight`) a corpus load keeps parsed in memory; the runs
 past it keep only what the verdicts need (label, round numbers, digest) and
-are read again from their files when their progress is computed, a wave
-at a time, so memory stays flat however large the corpus. The labelled
+are read again from their files by the worker that computes their
+progress, an item at a time, so memory stays flat however large the corpus. The labelled
 corpora beside the repository fit (about 7 million)."""
-
-
-@dataclass(frozen=True)
-class RunSource:
-    """Where a run that is not held in memory is read again from."""
-    file: str
-    kind: str
-    named: bool
-    log_path: str             # the run's round log path (one file may hold several runs)
-    user_turns: str
 
 
 @dataclass
@@ -116,6 +104,12 @@ class TuneRun:
         """Whether its replies are in memory."""
         return self.source is None
 
+    @property
+    def unheld(self) -> Unheld:
+        """The reference work items carry for a run not held."""
+        assert self.source is not None
+        return Unheld(self.source, self.digest)
+
 
 def _held_or_read(name: str):
     """A TuneRun field that a run not held reads again from its file on use
@@ -123,7 +117,7 @@ def _held_or_read(name: str):
     def get(run: TuneRun):
         value = run.__dict__.get(name)
         if value is None and run.source is not None:
-            run.__dict__["replies"], run.__dict__["full"] = _read_again([run])[0]
+            run.__dict__["replies"], run.__dict__["full"] = read_again([run.unheld])[0]
             run.__dict__["source"] = None
             value = run.__dict__[name]
         return value
@@ -149,13 +143,6 @@ def task_of(rf: RunFile) -> str:
     return rf.name
 
 
-def _slim(log: RoundLog) -> RoundLog:
-    """Only what the novelty rule reads: kind, status, result, segments, and
-    the arguments (whose values echoed in a result are not evidence)."""
-    return RoundLog("", "", {}, [Round(r.number, [RoundCall("", c.args, c.kind, c.status, c.result, c.segments)
-                                                  for c in r.calls]) for r in log.rounds])
-
-
 def _numbers(nums: list[int]) -> Sequence[int]:
     """A reply's round numbers as a `range` when they follow one another (as
     they mostly do): one small object a reply, which a corpus of 100,000 runs
@@ -163,18 +150,6 @@ def _numbers(nums: list[int]) -> Sequence[int]:
     if nums and nums == list(range(nums[0], nums[0] + len(nums))):
         return range(nums[0], nums[0] + len(nums))
     return tuple(nums)
-
-
-def digest_of(reps: Sequence[RoundLog]) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    for rep in reps:
-        h.update(b"\x1ereply")
-        for r in rep.rounds:
-            h.update(b"\x1fround")
-            for c in r.calls:
-                h.update(json.dumps([c.kind, c.status, c.result, c.segments, c.args], ensure_ascii=False,
-                                    sort_keys=True, default=str).encode())
-    return h.hexdigest()
 
 
 def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunFile, RunSource]]:
@@ -187,27 +162,6 @@ def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunF
             yield rf, RunSource(str(path), kind, named, rf.log.path, "")
         if warning:
             warnings.append(warning)
-
-
-def _read_again(runs: Sequence[TuneRun]) -> list[tuple[list[RoundLog], list[RoundLog]]]:
-    """(replies, full) of runs not held, each file read once; a run whose
-    content changed since it was loaded is an error, not another verdict."""
-    by_file: dict[tuple[str, str, bool], dict[str, RoundLog]] = {}
-    out = []
-    for run in runs:
-        src = run.source
-        assert src is not None
-        key = (src.file, src.kind, src.named)
-        if key not in by_file:
-            by_file[key] = {rf.log.path: rf.log for rf in read_file(Path(src.file), src.kind, named=src.named)[0]}
-        log = by_file[key].get(src.log_path)
-        full = replies(log, src.user_turns) if log is not None else []
-        reps = [_slim(r) for r in full]
-        if log is None or digest_of(reps) != run.digest:
-            raise UserInputError("the run changed while it was tuned on", file=src.file,
-                                 expected="run files left as they are until the command ends")
-        out.append((reps, full))
-    return out
 
 
 def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | None = None) -> tuple[list[TuneRun],
@@ -231,7 +185,7 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
             continue
         taken[label.name] = rf.display
         full = replies(rf.log, user_turns)
-        reps = [_slim(r) for r in full]
+        reps = [slim(r) for r in full]
         task = task_of(rf)
         if corpus.always_dev and task == rf.name:     # no task id in its header: a task of its own
             task = f"{corpus.name}:{label.name}"
@@ -305,21 +259,6 @@ def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int, share
     return sorted(items, key=lambda it: -len(it[0]) * sum(weights[i] for i in it[1]))
 
 
-def _waves(items: list[Item], runs: Sequence[TuneRun]) -> list[list[Item]]:
-    """Items in waves whose runs not held in memory come to at most
-    HOLD_CHARS of result text (one wave when every run is held)."""
-    waves: list[list[Item]] = [[]]
-    load = 0
-    for item in items:
-        w = sum(runs[i].weight for i in item[1] if not runs[i].held)
-        if waves[-1] and w and load + w > HOLD_CHARS:
-            waves.append([])
-            load = 0
-        waves[-1].append(item)
-        load += w
-    return waves
-
-
 @dataclass
 class ComputeStats:
     pairs: int = 0          # (run, config) pairs needed (runs of equal content count once below)
@@ -360,21 +299,16 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
         items = plan(missing, [r.weight or _weight(r.replies) for r in runs], workers, share,
                      HOLD_CHARS // (2 * workers) if streamed else None)
         stats.items = len(items)
-        for wave in _waves(items, runs):
-            # The runs not held are read again for their wave only, and let go after it.
-            needed = sorted({i for _, idx in wave for i in idx})
-            reps: list = [runs[ri].replies if runs[ri].held else None for ri in range(len(runs))]
-            again = [ri for ri in needed if not runs[ri].held]
-            for ri, (got, _) in zip(again, _read_again([runs[ri] for ri in again])):
-                reps[ri] = got
-            results = runner(list(configs), reps, wave, share)
-            for (cis, idx), encoded in zip(wave, results):
-                for ri, per_config in zip(idx, encoded):
-                    for ci, enc in zip(cis, per_config):
-                        progress = decode(enc)
-                        cache.put(runs[ri].digest, keys[ci], progress)
-                        out[(ci, ri)] = progress
-                        stats.computed += 1
+        # A run not held goes as a reference: the worker that judges it reads it, and lets it go after.
+        refs = [run.replies if run.held else run.unheld for run in runs]
+        for n, encoded in runner(list(configs), refs, items, share):
+            cis, idx = items[n]
+            for ri, per_config in zip(idx, encoded):
+                for ci, enc in zip(cis, per_config):
+                    progress = decode(enc)
+                    cache.put(runs[ri].digest, keys[ci], progress)
+                    out[(ci, ri)] = progress
+                    stats.computed += 1
     for ci in range(len(configs)):
         for ri, run in enumerate(runs):
             out.setdefault((ci, ri), out[(ci, first[run.digest])])

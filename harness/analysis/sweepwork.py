@@ -2,20 +2,90 @@
 on a local process pool or on a Dask cluster (`harness.analysis.sweep` plans
 the items and keeps the results). A result is each run's progress under each
 config, encoded (`progresscache.encode`), so that it crosses processes small.
+
+A run the sweep does not hold in memory travels as an `Unheld` reference
+(its file and digest), and whoever judges it reads it: the workers read in
+parallel, and the client only plans and collects. Workers of a Dask cluster
+on other machines must therefore see the run files at the same paths.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, Union
 
+from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, shared_work
 from imprint_core.rounds import classify_round
 from imprint_core.stoprules.builtin import judge_reads
 
-from ..realruns.roundlogs import RoundLog, round_progress, round_view
+from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress, round_view
+from ..realruns.runfiles import read_file
 from .progresscache import Progress, encode
+
+
+# ---- runs read again -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunSource:
+    """Where a run that is not held in memory is read again from."""
+    file: str
+    kind: str
+    named: bool
+    log_path: str             # the run's round log path (one file may hold several runs)
+    user_turns: str
+
+
+@dataclass(frozen=True)
+class Unheld:
+    """A run not held in memory, as a work item carries it: where to read it
+    and the digest its content must still have."""
+    source: RunSource
+    digest: str
+
+
+def slim(log: RoundLog) -> RoundLog:
+    """Only what the novelty rule reads: kind, status, result, segments, and
+    the arguments (whose values echoed in a result are not evidence)."""
+    return RoundLog("", "", {}, [Round(r.number, [RoundCall("", c.args, c.kind, c.status, c.result, c.segments)
+                                                  for c in r.calls]) for r in log.rounds])
+
+
+def digest_of(reps: Sequence[RoundLog]) -> str:
+    """A run's key: a hash of what the novelty rule reads, reply by reply."""
+    h = hashlib.blake2b(digest_size=20)
+    for rep in reps:
+        h.update(b"\x1ereply")
+        for r in rep.rounds:
+            h.update(b"\x1fround")
+            for c in r.calls:
+                h.update(json.dumps([c.kind, c.status, c.result, c.segments, c.args], ensure_ascii=False,
+                                    sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def read_again(refs: Sequence[Unheld]) -> list[tuple[list[RoundLog], list[RoundLog]]]:
+    """(replies, full replies) of runs not held, each file read once; a run
+    whose content changed since it was loaded is an error, not another verdict."""
+    by_file: dict[tuple[str, str, bool], dict[str, RoundLog]] = {}
+    out = []
+    for ref in refs:
+        src = ref.source
+        key = (src.file, src.kind, src.named)
+        if key not in by_file:
+            by_file[key] = {rf.log.path: rf.log for rf in read_file(Path(src.file), src.kind, named=src.named)[0]}
+        log = by_file[key].get(src.log_path)
+        full = replies(log, src.user_turns) if log is not None else []
+        reps = [slim(r) for r in full]
+        if log is None or digest_of(reps) != ref.digest:
+            raise UserInputError("the run changed while it was tuned on", file=src.file,
+                                 expected="run files left as they are until the command ends")
+        out.append((reps, full))
+    return out
 
 
 def progress_of(reps: Sequence[RoundLog], config: NoveltyConfig) -> Progress:
@@ -69,18 +139,29 @@ Item = tuple[tuple[int, ...], list[int]]
 """A work item: (config indexes, run indexes), every config over every run."""
 
 
-def compute_chunk(configs: Sequence[NoveltyConfig], runs: Sequence[Sequence[RoundLog]],
-                   share: bool = True) -> list[list[list[str]]]:
-    """Per run, per config: its progress, encoded."""
+RunRef = Union[Sequence[RoundLog], Unheld]
+"""A run as work carries it: its replies, or where to read them."""
+
+
+def _resolved(runs: Sequence[RunRef]) -> list[Sequence[RoundLog]]:
+    refs = [r for r in runs if isinstance(r, Unheld)]
+    got = iter(read_again(refs))
+    return [next(got)[0] if isinstance(r, Unheld) else r for r in runs]
+
+
+def compute_chunk(configs: Sequence[NoveltyConfig], runs: Sequence[RunRef],
+                  share: bool = True) -> list[list[list[str]]]:
+    """Per run, per config: its progress, encoded (runs not held read here)."""
+    runs = _resolved(runs)
     if share:
         return [[encode(p) for p in shared_progress(reps, configs)] for reps in runs]
     return [[encode(progress_of(reps, c)) for c in configs] for reps in runs]
 
 
-_WORKER_RUNS: list[list[RoundLog]] = []
+_WORKER_RUNS: list[RunRef] = []
 
 
-def _init_worker(runs: list[list[RoundLog]]) -> None:
+def _init_worker(runs: list[RunRef]) -> None:
     global _WORKER_RUNS
     _WORKER_RUNS = runs
 
@@ -90,36 +171,43 @@ def _pool_item(item: tuple[list[NoveltyConfig], list[int], bool]) -> list[list[l
     return compute_chunk(configs, [_WORKER_RUNS[i] for i in idx], share)
 
 
-Runner = Callable[[list[NoveltyConfig], list[list[RoundLog]], list[Item], bool], list[list[list[list[str]]]]]
+Result = list[list[list[str]]]
+Runner = Callable[[list[NoveltyConfig], list[RunRef], list[Item], bool], Iterator[tuple[int, Result]]]
+"""Runs the items and yields (item index, its result) as each is done."""
 
 
 def run_inline(configs, runs, items, share=True):
-    return [compute_chunk([configs[ci] for ci in cis], [runs[i] for i in idx], share) for cis, idx in items]
+    for i, (cis, idx) in enumerate(items):
+        yield i, compute_chunk([configs[ci] for ci in cis], [runs[r] for r in idx], share)
 
 
 def run_pool(jobs: int) -> Runner:
     def run(configs, runs, items, share=True):
         if jobs <= 1 or len(items) <= 1:
-            return run_inline(configs, runs, items, share)
+            yield from run_inline(configs, runs, items, share)
+            return
         with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
                                  initargs=(runs,)) as pool:
-            return list(pool.map(_pool_item, [([configs[ci] for ci in cis], idx, share) for cis, idx in items]))
+            yield from enumerate(pool.map(_pool_item, [([configs[ci] for ci in cis], idx, share)
+                                                       for cis, idx in items]))
     return run
 
 
 def run_dask(scheduler: Any) -> Runner:
     """On a Dask distributed cluster: `scheduler` is its address (or a
-    `distributed.Client`). Every run is scattered to the cluster once; the
-    workers need this package importable."""
+    `distributed.Client`). Every run held in memory is scattered to the
+    cluster once; a run not held goes as its `Unheld` reference and the
+    worker reads it. The workers need this package importable."""
     def run(configs, runs, items, share=True):
-        from distributed import Client
+        from distributed import Client, as_completed
         client = scheduler if isinstance(scheduler, Client) else Client(scheduler, set_as_default=False)
         try:
-            needed = sorted({i for _, idx in items for i in idx})
-            futures = dict(zip(needed, client.scatter([runs[i] for i in needed])))
-            jobs = [client.submit(compute_chunk, [configs[ci] for ci in cis], [futures[i] for i in idx], share,
-                                  pure=False) for cis, idx in items]
-            return client.gather(jobs)
+            held = sorted({i for _, idx in items for i in idx if not isinstance(runs[i], Unheld)})
+            refs: dict[int, Any] = dict(zip(held, client.scatter([runs[i] for i in held]))) if held else {}
+            jobs = {client.submit(compute_chunk, [configs[ci] for ci in cis], [refs.get(i, runs[i]) for i in idx],
+                                  share, pure=False): n for n, (cis, idx) in enumerate(items)}
+            for future, result in as_completed(jobs, loop=client.loop, with_results=True):
+                yield jobs[future], result
         finally:
             if client is not scheduler:
                 client.close()
