@@ -5,7 +5,7 @@ reach of the novelty config; only the patience, or another rule, can catch it.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
 from .progresscache import Progress
@@ -41,7 +41,7 @@ def oracle_progress(progress: Progress, numbers: Sequence[Sequence[int]], loops:
     return out
 
 
-def loop_ceiling(runs: Sequence[TuneRun], progress: Sequence[Progress], patiences: Sequence[int],
+def loop_ceiling(runs: Sequence[TuneRun], progress: Iterable[Progress], patiences: Sequence[int],
                  slack: int = LOOP_SLACK) -> list[dict[str, Any]]:
     """The most loop recall any novelty setting could give at each patience
     (`CEILINGS`): the shipped verdicts outside the labelled loops, no progress
@@ -49,18 +49,20 @@ def loop_ceiling(runs: Sequence[TuneRun], progress: Sequence[Progress], patience
     the patience, made of write rounds, or reset by progress just before it)
     is out of reach of every novelty setting. One row per (ceiling, corpus,
     patience), over all runs of both parts."""
-    rows = []
-    for name in CEILINGS:
-        tallies: dict[tuple[str, int], Tally] = {}
-        for run, prog in zip(runs, progress):
-            if not run.label.loops:
-                continue
+    tallies: dict[tuple[str, str, int], Tally] = {}
+    for run, prog in zip(runs, progress):     # one pass: `progress` may be read as it is decoded
+        if not run.label.loops:
+            continue
+        for name in CEILINGS:
             oracle = oracle_progress(prog, run.numbers, run.label.loops, name == "writes count")
             stops = stop_rounds(oracle, run.numbers, patiences)
             for p in patiences:
-                tallies.setdefault((run.corpus, p), Tally()).add(run.label, judge(run.label, stops[p], run.rounds,
-                                                                                  slack))
-        for (corpus, p), t in sorted(tallies.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+                tallies.setdefault((name, run.corpus, p), Tally()).add(run.label, judge(run.label, stops[p],
+                                                                                        run.rounds, slack))
+    rows = []
+    for name in CEILINGS:
+        for (_, corpus, p), t in sorted(((k, t) for k, t in tallies.items() if k[0] == name),
+                                        key=lambda kv: (kv[0][1], kv[0][2])):
             rows.append({"ceiling": name, "corpus": corpus, "patience": p, "loops": t.loops, "caught": t.caught,
                          "premature": t.premature, "useful_with_loops": t.useful})
     return rows

@@ -39,7 +39,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
 
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig
@@ -49,7 +52,7 @@ from ..realruns.noveltyconfigs import config_key
 from ..realruns.regressionstore import CORPUS as REGRESSIONS
 from ..realruns.roundlogs import RoundLog, replies
 from ..realruns.runfiles import RunFile, find_inputs, read_file
-from .progresscache import Progress, ProgressCache, decode
+from .progresscache import Progress, ProgressCache, decode, encode
 from .sweepwork import Item, RunSource, Unheld, digest_of, read_again, runner_for, slim
 
 
@@ -259,6 +262,61 @@ def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int, share
     return sorted(items, key=lambda it: -len(it[0]) * sum(weights[i] for i in it[1]))
 
 
+class ProgressTable(Mapping[tuple[int, int], Progress]):
+    """Progress of every (config, run), one byte a round: a configs × rounds
+    array of the rounds' letters (`progresscache.encode`), the runs' rounds
+    one after another, replies cut where `TuneRun.numbers` cuts them. A
+    dict of decoded lists held 1.6 million objects at 100,000 runs × 16
+    configs (about 320 MiB), which grew the sweep's memory tenfold with the
+    corpus; this holds 16 bytes a round. Runs of equal content share one
+    row span (`alias`). Read as a mapping: `table[(ci, ri)]` decodes."""
+
+    def __init__(self, runs: Sequence[TuneRun], configs: int):
+        self._numbers = [run.numbers for run in runs]
+        sizes = np.fromiter((sum(len(n) for n in nums) for nums in self._numbers), dtype=np.int64, count=len(runs))
+        self._start = np.zeros(len(runs) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self._start[1:])
+        self._codes = np.zeros((configs, int(self._start[-1])), dtype=np.uint8)   # 0: not yet known
+        self._known = np.zeros((configs, len(runs)), dtype=bool)
+        self._alias = np.arange(len(runs), dtype=np.int64)
+
+    def put(self, ci: int, ri: int, progress: Progress) -> None:
+        text = "".join(encode(progress)).encode("ascii")
+        a, b = self._start[ri], self._start[ri + 1]
+        if len(text) != b - a or [len(rep) for rep in progress] != [len(n) for n in self._numbers[ri]]:
+            raise ValueError(f"run {ri}'s progress has {len(text)} rounds in {len(progress)} replies, "
+                             f"its round numbers {b - a}")
+        self._codes[ci, a:b] = np.frombuffer(text, dtype=np.uint8)
+        self._known[ci, ri] = True
+
+    def same_as(self, ri: int, first: int) -> None:
+        """Run `ri` has the content of run `first`: its progress is first's."""
+        self._alias[ri] = first
+
+    def __getitem__(self, key: tuple[int, int]) -> Progress:
+        ci, ri = key
+        src = int(self._alias[ri])
+        if not (0 <= ci < len(self._codes) and self._known[ci, src]):
+            raise KeyError(key)
+        text = self._codes[ci, self._start[src]:self._start[src + 1]].tobytes().decode("ascii")
+        reps, at = [], 0
+        for nums in self._numbers[ri]:
+            reps.append(text[at:at + len(nums)])
+            at += len(nums)
+        return decode(reps)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return ((ci, ri) for ci in range(len(self._codes)) for ri in range(len(self._alias))
+                if self._known[ci, self._alias[ri]])
+
+    def __len__(self) -> int:
+        return int(self._known[:, self._alias].sum())
+
+    @property
+    def nbytes(self) -> int:
+        return self._codes.nbytes + self._known.nbytes + self._start.nbytes + self._alias.nbytes
+
+
 @dataclass
 class ComputeStats:
     pairs: int = 0          # (run, config) pairs needed (runs of equal content count once below)
@@ -271,26 +329,34 @@ class ComputeStats:
 
 def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], *, jobs: int | None = None,
                      scheduler: Any = None, cache: ProgressCache | None = None,
-                     share: bool = True) -> tuple[dict[tuple[int, int], Progress], ComputeStats]:
+                     share: bool = True) -> tuple[ProgressTable, ComputeStats]:
     """Progress of every (config, run): from the cache where it is, computed
     (once, wherever `jobs`/`scheduler` say; configs sharing work where
     `share`) where it is not."""
     cache = cache or ProgressCache()
     keys = [config_key(c) for c in configs]
-    out: dict[tuple[int, int], Progress] = {}
-    missing: dict[int, list[int]] = {}     # run -> the configs it misses
+    out = ProgressTable(runs, len(configs))
+    missing: dict[int, tuple[int, ...]] = {}     # run -> the configs it misses
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}   # one tuple for every run missing the same configs
     stats = ComputeStats(pairs=len(configs) * len(runs))
     before_mem, before_disk = cache.hits_memory, cache.hits_disk
-    first = {}            # runs of equal content are computed once: the first stands for the others
+    first: dict[str, int] = {}   # runs of equal content are computed once: the first stands for the others
     for ri, run in enumerate(runs):
-        first.setdefault(run.digest, ri)
-    for ci, key in enumerate(keys):
-        for ri, run in enumerate(runs):
-            hit = cache.get(run.digest, key) if first[run.digest] == ri else None
+        at = first.setdefault(run.digest, ri)
+        if at != ri:
+            out.same_as(ri, at)
+            continue
+        miss = []
+        for ci, key in enumerate(keys):
+            hit = cache.get(run.digest, key)
             if hit is not None:
-                out[(ci, ri)] = hit
-            elif first[run.digest] == ri:
-                missing.setdefault(ri, []).append(ci)
+                out.put(ci, ri, hit)
+            else:
+                miss.append(ci)
+        if miss:
+            t = tuple(miss)
+            missing[ri] = shared.setdefault(t, t)
+    del first
     stats.memory, stats.disk = cache.hits_memory - before_mem, cache.hits_disk - before_disk
     runner, stats.where = runner_for(jobs, scheduler)
     if missing:
@@ -298,6 +364,7 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
         streamed = any(not runs[ri].held for ri in missing)
         items = plan(missing, [r.weight or _weight(r.replies) for r in runs], workers, share,
                      HOLD_CHARS // (2 * workers) if streamed else None)
+        del missing
         stats.items = len(items)
         # A run not held goes as a reference: the worker that judges it reads it, and lets it go after.
         refs = [run.replies if run.held else run.unheld for run in runs]
@@ -307,11 +374,8 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
                 for ci, enc in zip(cis, per_config):
                     progress = decode(enc)
                     cache.put(runs[ri].digest, keys[ci], progress)
-                    out[(ci, ri)] = progress
+                    out.put(ci, ri, progress)
                     stats.computed += 1
-    for ci in range(len(configs)):
-        for ri, run in enumerate(runs):
-            out.setdefault((ci, ri), out[(ci, first[run.digest])])
     return out, stats
 
 

@@ -341,7 +341,7 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
     out = _choose(Scores(settings, runs, stops, slack), runs, split, rule, grid, held, patiences, stats)
     scores, shipped = out.scores, out.shipped
     base = cindex[config_key(scores.settings[shipped].config)]
-    out.ceiling = loop_ceiling(runs, [progress[(base, ri)] for ri in range(len(runs))], list(patiences), slack)
+    out.ceiling = loop_ceiling(runs, (progress[(base, ri)] for ri in range(len(runs))), list(patiences), slack)
     return out
 
 
