@@ -37,6 +37,7 @@ no item holds more than a share of `HOLD_CHARS` (benchmarks/bench_scale.py).
 """
 from __future__ import annotations
 
+import heapq
 import os
 from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
@@ -252,14 +253,22 @@ def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int, share
         if max_weight:
             n = max(n, -(-sum(weights[i] for i in idx) // max_weight))
         n = min(n, len(idx))
-        bins: list[list[int]] = [[] for _ in range(n)]
-        load = [0] * n
-        for ri in sorted(idx, key=lambda i: (-weights[i], i)):
-            b = min(range(n), key=lambda k: (load[k], k))
-            bins[b].append(ri)
-            load[b] += weights[ri]
-        items += [(cis, sorted(b)) for b in bins if b]
+        items += [(cis, b) for b in _balanced(idx, weights, n)]
     return sorted(items, key=lambda it: -len(it[0]) * sum(weights[i] for i in it[1]))
+
+
+def _balanced(idx: list[int], weights: Sequence[int], n: int) -> list[list[int]]:
+    """`idx` in `n` bins, heaviest first onto the lightest bin (ties: the
+    lowest bin), each bin sorted, empty bins left out. A heap of (load, bin)
+    pops exactly what a scan for the least (load, bin) finds, in log n steps
+    instead of n: at 100,000 runs a scan was some 25 million steps."""
+    bins: list[list[int]] = [[] for _ in range(n)]
+    heap = [(0, k) for k in range(n)]        # already a heap: ascending
+    for ri in sorted(idx, key=lambda i: (-weights[i], i)):
+        load, b = heap[0]
+        bins[b].append(ri)
+        heapq.heapreplace(heap, (load + weights[ri], b))
+    return [sorted(b) for b in bins if b]
 
 
 class ProgressTable(Mapping[tuple[int, int], Progress]):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.analysis.progresscache import ProgressCache, clear_memory_cache
-from harness.analysis.sweep import Corpus, compute_progress, load_corpora, plan
+from harness.analysis.sweep import Corpus, _balanced, compute_progress, load_corpora, plan
 from harness.analysis.sweepwork import progress_of, shared_progress
 from harness.realruns import noveltyconfigs
 from imprint_core.novelty import _memo, fingerprints as fp, normalization as nz, segmentation as sg, shared_work
@@ -75,6 +75,28 @@ def test_plan_groups_runs_by_the_configs_they_miss() -> None:
     assert sorted(ri for _, idx in items for ri in idx) == [0, 1, 2]    # every run once, in chunks
     assert all(cis == (0, 1) for cis, idx in items if 2 not in idx)
 
+
+
+def _balanced_by_scan(idx, weights, n):
+    """The plain definition: each run, heaviest first, onto the bin with the
+    least (load, index)."""
+    bins, load = [[] for _ in range(n)], [0] * n
+    for ri in sorted(idx, key=lambda i: (-weights[i], i)):
+        b = min(range(n), key=lambda k: (load[k], k))
+        bins[b].append(ri)
+        load[b] += weights[ri]
+    return [sorted(b) for b in bins if b]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=60), st.integers(1, 70), st.data())
+def test_balanced_bins_are_the_scans_bins(weights: list[int], n: int, data) -> None:
+    # Equal weights and zero weights put the tie-break to work; n past the run
+    # count leaves bins empty, which must be left out.
+    idx = data.draw(st.lists(st.sampled_from(range(len(weights))), unique=True, min_size=1))
+    got = _balanced(idx, weights, n)
+    assert got == _balanced_by_scan(idx, weights, n)
+    assert sorted(ri for b in got for ri in b) == sorted(idx)
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 words = st.lists(st.sampled_from(["alpha", "Beta", "2026-10-28", "10:15:07", "0x7ffd5e8a", "score: 0.93", "/tmp/x/y",
