@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Sequence
@@ -162,8 +163,9 @@ def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunF
     warnings += warned
     for path, kind, named in found:
         got, warning = read_file(path, kind, named=named)
+        file = sys.intern(str(path))
         for rf in got:
-            yield rf, RunSource(str(path), kind, named, rf.log.path, "")
+            yield rf, RunSource(file, kind, named, sys.intern(rf.log.path), "")
         if warning:
             warnings.append(warning)
 
@@ -194,7 +196,9 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
         if corpus.always_dev and task == rf.name:     # no task id in its header: a task of its own
             task = f"{corpus.name}:{label.name}"
         weight = _weight(reps)
-        run = TuneRun(corpus.name, label.name, rf.log.path, rf.display, task, len(rf.log.rounds), label,
+        # Interned, the path, origin, source file and log path (mostly one
+        # text) are one object a run, not four: some 400 bytes a run.
+        run = TuneRun(corpus.name, label.name, source.log_path, sys.intern(rf.display), task, len(rf.log.rounds), label,
                       [_numbers([r.number for r in rep.rounds]) for rep in reps], reps, digest_of(reps),
                       bool(corpus.always_dev), full, weight=weight)
         held[0] += weight
