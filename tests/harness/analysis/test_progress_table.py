@@ -78,3 +78,21 @@ def test_an_out_of_range_config_is_missing() -> None:
         table[(1, 0)]
     with pytest.raises(KeyError):
         table[(-1, 0)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(PROGRESS)
+def test_progress_put_encoded_reads_back_as_put(prog) -> None:
+    """Workers' encoded progress goes in as it came, and reads back as the decoded put."""
+    from harness.analysis.progresscache import encode
+    table = ProgressTable([_run(prog)], 2)
+    table.put(0, 0, prog)
+    table.put_encoded(1, 0, encode(prog))
+    assert table[(1, 0)] == table[(0, 0)] == [tuple(rep) for rep in prog]
+
+
+def test_encoded_progress_of_another_shape_is_refused() -> None:
+    table = ProgressTable([_run([[("read", True), ("read", False)], [("write", True)]])], 1)
+    with pytest.raises(ValueError, match="run 0"):
+        table.put_encoded(0, 0, ["RrW"])        # the rounds right, one reply instead of two
+    assert len(table) == 0
