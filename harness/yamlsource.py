@@ -2,9 +2,13 @@
 name the file, the line and the key instead of showing a traceback."""
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from imprint_core.errors import UserInputError
 
@@ -13,14 +17,23 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
+def _check_key(seen: dict[Any, int], key: Any, key_node: yaml.Node, name: str) -> None:
+    """Remember a mapping's key and its line; refuse it seen before, or a key that is no scalar."""
+    try:
+        first = seen.get(key)
+    except TypeError:   # a list or mapping as a key: PyYAML's own refusal, with its line
+        raise yaml.constructor.ConstructorError("while constructing a mapping", None, "found unhashable key",
+                                                key_node.start_mark) from None
+    if first is not None:
+        raise UserInputError(f"duplicate key (first at line {first})", file=name, line=key_node.start_mark.line + 1,
+                             key=str(key))
+    seen[key] = key_node.start_mark.line + 1
+
+
 def _no_duplicates(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise UserInputError(f"duplicate key (first at line {seen[key]})", file=loader.name,
-                                 line=key_node.start_mark.line + 1, key=str(key))
-        seen[key] = key_node.start_mark.line + 1
+        _check_key(seen, loader.construct_object(key_node, deep=True), key_node, loader.name)
     return loader.construct_mapping(node, deep=deep)
 
 
@@ -99,9 +112,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+@contextmanager
+def _read_as_user_input(name: str) -> Iterator[None]:
+    """PyYAML's errors as the user's mistake, naming the file and the line."""
+    try:
+        yield
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise UserInputError(f"not valid YAML: {exc.problem or exc.context}", file=name,
+                             line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as exc:
+        raise UserInputError(f"not valid YAML: {exc}", file=name) from None
+    except RecursionError:
+        raise UserInputError("not readable YAML: nested too deeply", file=name) from None
+
+
 def load_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
     """Parse YAML; return the data and a map from key path to line number."""
-    try:
+    with _read_as_user_input(name):
         loader = _Loader(text)
         loader.name = name
         try:
@@ -111,14 +139,6 @@ def load_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise UserInputError(f"not valid YAML: {exc.problem or exc.context}", file=name,
-                             line=mark.line + 1 if mark else None) from None
-    except yaml.YAMLError as exc:
-        raise UserInputError(f"not valid YAML: {exc}", file=name) from None
-    except RecursionError:
-        raise UserInputError("not readable YAML: nested too deeply", file=name) from None
     lines: dict[tuple, int] = {}
     if node is not None:
         _lines(node, (), lines)
@@ -131,3 +151,112 @@ def line_of(lines: dict[tuple, int], loc: tuple) -> int | None:
         if loc[:n] in lines:
             return lines[loc[:n]]
     return None
+
+
+# ---- a long mapping, an entry at a time --------------------------------------------------------
+if yaml.__with_libyaml__:
+    from yaml.cyaml import CParser
+
+    class _EntryLoader(CParser, Composer, SafeConstructor, Resolver):
+        """libyaml's parser (its events are PyYAML's) under PyYAML's composer,
+        so that a document can be composed a part at a time."""
+
+        def __init__(self, text: str):
+            CParser.__init__(self, text)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+else:   # pragma: no cover - PyYAML without libyaml: the same steps in Python
+    class _EntryLoader(yaml.SafeLoader):  # type: ignore[no-redef]
+        pass
+
+_EntryLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+_MAP_TAGS = (None, "!", yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG)
+
+
+def load_yaml_entries(text: str, name: str, long_key: str) -> Iterator[tuple[tuple, Any, dict[tuple, int]]]:
+    """Parse YAML whose top level is a mapping, a value at a time: (path,
+    value, lines) for each top-level key (path `(key,)`), except that the value
+    of `long_key`, where it is a mapping, comes an entry at a time (path
+    `(long_key, entry)`), after one `((long_key,), {}, lines)` that opens it.
+    `lines` maps the paths of that value (load_yaml's keys) to line numbers.
+    A document that is not a mapping comes whole, as `((), data, lines)`
+    (data None: an empty file).
+
+    What load_yaml answers, in document order, without the whole file's
+    node graph at once: composed, PyYAML's nodes and their marks take some
+    3 KB an entry, 300 MB for the labels of 100,000 runs, when the entries
+    themselves take a few hundred bytes."""
+    with _read_as_user_input(name):
+        loader = _EntryLoader(text)
+        loader.name = name
+        try:
+            loader.get_event()                                   # stream start
+            if loader.check_event(yaml.StreamEndEvent):
+                yield (), None, {}
+                return
+            loader.get_event()                                   # document start
+            start = loader.peek_event()
+            if not isinstance(start, yaml.MappingStartEvent) or start.anchor or start.tag not in _MAP_TAGS:
+                node = loader.compose_node(None, None)
+                data, lines = _constructed(loader, node, name), _lines_of(node, ())
+                if isinstance(data, dict):     # a mapping with an anchor or a tag: whole, in the same items
+                    yield from _items_of(data, lines, long_key)
+                else:
+                    yield (), data, lines
+            else:
+                loader.get_event()
+                yield from _entries(loader, name, (), long_key)
+            loader.get_event()                                   # document end
+            if not loader.check_event(yaml.StreamEndEvent):
+                event = loader.get_event()
+                raise yaml.composer.ComposerError("expected a single document in the stream", None,
+                                                  "but found another document", event.start_mark)
+        finally:
+            loader.dispose()
+
+
+def _entries(loader: Any, name: str, path: tuple, long_key: str | None) -> Iterator[tuple[tuple, Any, dict]]:
+    """The entries of the mapping whose start event was just read, a value at a time."""
+    seen: dict[Any, int] = {}
+    while not loader.check_event(yaml.MappingEndEvent):
+        key_node = loader.compose_node(None, None)
+        key = _constructed(loader, key_node, name)
+        _check_key(seen, key, key_node, name)
+        line = seen[key]
+        at = path + (key,)
+        start = loader.peek_event()
+        if key == long_key and isinstance(start, yaml.MappingStartEvent) and not start.anchor \
+                and start.tag in _MAP_TAGS:
+            loader.get_event()
+            yield at, {}, {at: line}
+            yield from _entries(loader, name, at, None)
+        else:
+            node = loader.compose_node(None, None)
+            value = _constructed(loader, node, name)   # checks the aliases before _lines walks them
+            lines = _lines_of(node, at)
+            lines[at] = line
+            yield at, value, lines
+    loader.get_event()
+
+
+def _items_of(data: dict, lines: dict[tuple, int], long_key: str) -> Iterator[tuple[tuple, Any, dict]]:
+    for key, value in data.items():
+        if key == long_key and isinstance(value, dict):
+            yield (key,), {}, lines
+            for entry, v in value.items():
+                yield (key, entry), v, lines
+        else:
+            yield (key,), value, lines
+
+
+def _constructed(loader: Any, node: yaml.Node, name: str) -> Any:
+    _expanded_size(node, name)
+    return loader.construct_document(node)   # forgets what it built: nothing held from entry to entry
+
+
+def _lines_of(node: yaml.Node, path: tuple) -> dict[tuple, int]:
+    out: dict[tuple, int] = {}
+    _lines(node, path, out)
+    return out

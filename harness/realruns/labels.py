@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 from imprint_core.errors import UserInputError
 
-from ..yamlsource import line_of, load_yaml
+from ..yamlsource import line_of, load_yaml_entries
 
 LABELS_FORMAT = "imprint-labels/1"
 RUN_KEYS = ("should_not_stop_before", "loops", "repeats", "note", "source", "added", "when_added")
@@ -114,64 +114,76 @@ def _int(value: Any, file: str, line: int | None, key: str, what: str) -> int:
 
 
 def parse_labels(text: str, name: str) -> Labels:
-    data, lines = load_yaml(text, name)
-    if data is None:
-        raise UserInputError("empty labels file", file=name, line=1, key="runs", expected="a `runs:` mapping")
-    if not isinstance(data, dict):
-        raise UserInputError("a labels file is a mapping", file=name, line=1, expected="keys format, description, runs")
-    for key in data:
-        if key not in ("format", "description", "runs"):
-            raise UserInputError("unknown key", file=name, line=line_of(lines, (key,)), key=str(key),
+    """The labels of a labels file's text (`name`: its path, for messages),
+    read a run at a time: the file of 100,000 runs is never parsed whole."""
+    out = Labels(files=[name])
+    has_runs = False
+    for path, value, lines in load_yaml_entries(text, name, "runs"):
+        if not path:
+            if value is None:
+                raise UserInputError("empty labels file", file=name, line=1, key="runs",
+                                     expected="a `runs:` mapping")
+            raise UserInputError("a labels file is a mapping", file=name, line=1,
+                                 expected="keys format, description, runs")
+        key = path[0]
+        if len(path) == 2:
+            label = _run_label(path[1], value, name, lines)
+            out.runs[label.name] = label
+        elif key not in ("format", "description", "runs"):
+            raise UserInputError("unknown key", file=name, line=line_of(lines, path), key=str(key),
                                  expected="format, description, runs")
-    if "format" in data and data["format"] != LABELS_FORMAT:
-        raise UserInputError(f"unsupported format {data['format']!r}", file=name, line=line_of(lines, ("format",)),
-                             key="format", expected=LABELS_FORMAT)
-    if "runs" not in data:
+        elif key == "format" and value != LABELS_FORMAT:
+            raise UserInputError(f"unsupported format {value!r}", file=name, line=line_of(lines, path),
+                                 key="format", expected=LABELS_FORMAT)
+        elif key == "runs":
+            has_runs = True
+            if not isinstance(value, dict):
+                raise UserInputError("runs must be a mapping", file=name, line=line_of(lines, path), key="runs",
+                                     expected="a mapping from run name to its label")
+    if not has_runs:
         raise UserInputError("required key is missing", file=name, line=1, key="runs",
                              expected="a mapping from run name to its label")
-    runs = data["runs"]
-    if not isinstance(runs, dict):
-        raise UserInputError("runs must be a mapping", file=name, line=line_of(lines, ("runs",)), key="runs",
-                             expected="a mapping from run name to its label")
-    out = Labels(files=[name])
-    for raw_name, body in runs.items():
-        run = str(raw_name)
-        loc = ("runs", raw_name)
-        where = f"runs.{run}"
-        line = line_of(lines, loc)
-        if not isinstance(body, dict) or not body:
-            raise UserInputError("a run's label must be a mapping", file=name, line=line, key=where,
-                                 expected="should_not_stop_before: N and/or loops: [A, B]")
-        for key in body:
-            if key not in RUN_KEYS:
-                raise UserInputError("unknown key", file=name, line=line_of(lines, loc + (key,)), key=f"{where}.{key}",
-                                     expected=", ".join(RUN_KEYS))
-        if not {"should_not_stop_before", "loops", "repeats"} & set(body):
-            raise UserInputError("a label needs should_not_stop_before, loops or repeats", file=name, line=line,
-                                 key=where, expected="should_not_stop_before: N and/or loops: [A, B]")
-        snsb = None
-        if "should_not_stop_before" in body:
-            k = loc + ("should_not_stop_before",)
-            snsb = _int(body["should_not_stop_before"], name, line_of(lines, k), f"{where}.should_not_stop_before",
-                        "a round number (1 or more)")
-        loops = _spans(body, "loops", name, lines, loc, where, line)
-        repeats = _spans(body, "repeats", name, lines, loc, where, line)
-        for key in ("note", "source"):
-            if not isinstance(body.get(key, ""), str):
-                raise UserInputError(f"{key} must be text", file=name, line=line_of(lines, loc + (key,)),
-                                     key=f"{where}.{key}")
-        added = body.get("added", "")
-        if isinstance(added, date):   # YAML reads an unquoted 2025-01-31 as a date
-            added = added.isoformat()
-        if not isinstance(added, str) or added and not _DATE.fullmatch(added):
-            raise UserInputError(f"{added!r} is not a date", file=name, line=line_of(lines, loc + ("added",)),
-                                 key=f"{where}.added", expected="YYYY-MM-DD")
-        when = _verdict(body["when_added"], name, lines, loc + ("when_added",), f"{where}.when_added") \
-            if "when_added" in body else None
-        out.runs[run] = RunLabel(run, snsb, tuple((a, b) for a, b, _ in loops), body.get("note", ""), name, line,
-                                 tuple(p for _, _, p in loops), body.get("source", ""), added, when,
-                                 tuple((a, b) for a, b, _ in repeats))
     return out
+
+
+def _run_label(raw_name: Any, body: Any, name: str, lines: dict[tuple, int]) -> RunLabel:
+    """One run's label (`runs.NAME` of the file `name`)."""
+    run = str(raw_name)
+    loc = ("runs", raw_name)
+    where = f"runs.{run}"
+    line = line_of(lines, loc)
+    if not isinstance(body, dict) or not body:
+        raise UserInputError("a run's label must be a mapping", file=name, line=line, key=where,
+                             expected="should_not_stop_before: N and/or loops: [A, B]")
+    for key in body:
+        if key not in RUN_KEYS:
+            raise UserInputError("unknown key", file=name, line=line_of(lines, loc + (key,)), key=f"{where}.{key}",
+                                 expected=", ".join(RUN_KEYS))
+    if not {"should_not_stop_before", "loops", "repeats"} & set(body):
+        raise UserInputError("a label needs should_not_stop_before, loops or repeats", file=name, line=line,
+                             key=where, expected="should_not_stop_before: N and/or loops: [A, B]")
+    snsb = None
+    if "should_not_stop_before" in body:
+        k = loc + ("should_not_stop_before",)
+        snsb = _int(body["should_not_stop_before"], name, line_of(lines, k), f"{where}.should_not_stop_before",
+                    "a round number (1 or more)")
+    loops = _spans(body, "loops", name, lines, loc, where, line)
+    repeats = _spans(body, "repeats", name, lines, loc, where, line)
+    for key in ("note", "source"):
+        if not isinstance(body.get(key, ""), str):
+            raise UserInputError(f"{key} must be text", file=name, line=line_of(lines, loc + (key,)),
+                                 key=f"{where}.{key}")
+    added = body.get("added", "")
+    if isinstance(added, date):   # YAML reads an unquoted 2025-01-31 as a date
+        added = added.isoformat()
+    if not isinstance(added, str) or added and not _DATE.fullmatch(added):
+        raise UserInputError(f"{added!r} is not a date", file=name, line=line_of(lines, loc + ("added",)),
+                             key=f"{where}.added", expected="YYYY-MM-DD")
+    when = _verdict(body["when_added"], name, lines, loc + ("when_added",), f"{where}.when_added") \
+        if "when_added" in body else None
+    return RunLabel(run, snsb, tuple((a, b) for a, b, _ in loops), body.get("note", ""), name, line,
+                    tuple(p for _, _, p in loops), body.get("source", ""), added, when,
+                    tuple((a, b) for a, b, _ in repeats))
 
 
 def _spans(body: dict, what: str, file: str, lines: dict, loc: tuple, where: str,

@@ -136,9 +136,11 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path, capsys, command):
         f.write_text(text)
         refused(capsys, ["run", str(f), "--traces", str(tmp_path / "runs")], "bomb.yaml", "aliases")
     else:
+        # Labels are read a run at a time: the bomb sits inside one run's label.
         from harness.realruns.labels import parse_labels
+        bomb = "".join(f"    {line}\n" for line in text.split("\n", 2)[2].splitlines())
         with pytest.raises(UserInputError, match="aliases"):
-            parse_labels("runs: {}\n" + text.split("\n", 2)[2], "labels.yaml")
+            parse_labels("runs:\n  r1:\n    loops: [1, 2]\n" + bomb, "labels.yaml")
     assert time.monotonic() - started < 5
 
 
