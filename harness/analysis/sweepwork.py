@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence, Union
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, shared_work
 from imprint_core.rounds import classify_round
-from imprint_core.stoprules.builtin import judge_reads
+from imprint_core.stoprules.builtin import judged_calls
 
 from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress, round_view
 from ..realruns.runfiles import read_file
@@ -111,11 +111,16 @@ def family_progress(log: RoundLog, configs: Sequence[NoveltyConfig]) -> list[lis
             for got in out:
                 got.append((view.kind, False))
             continue
-        novelty = judge_reads(tracker, view)[2]
+        answered = classify_round(((call.kind, call.status) for call in view.calls), novelty_progress=False)[1]
+        calls = judged_calls(view)
+        if not calls:       # nothing judged: no new evidence, and nothing for the tracker to remember
+            for got in out:
+                got.append((view.kind, answered))
+            continue
+        # The round's results judged together: what judge_reads gives (NoveltyTracker.observe_round).
+        novelty = tracker.observe_round([(c.status, c.result, c.segments, c.args) for _, c in calls])
         for got, c in zip(out, configs):
-            at = dataclasses.replace(novelty, min_new_shingles=c.min_new_shingles, min_new_share=c.min_new_share)
-            progress = classify_round(((call.kind, call.status) for call in view.calls), novelty_progress=at.progress)[1]
-            got.append((view.kind, bool(progress)))
+            got.append((view.kind, answered or novelty.progress_at(c.min_new_shingles, c.min_new_share)))
     return out
 
 

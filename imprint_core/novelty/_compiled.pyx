@@ -697,3 +697,31 @@ def starts(int finder, str text, Py_ssize_t back, int held):
     finally:
         free(v.at)
         free(t.owned)
+
+
+def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
+    """(i, starts) for the first finder of `finders` from index `step` on
+    that finds a place in text (`starts` as `starts` gives them); (len(finders),
+    None) when none does. One call for the whole table, where calling `starts`
+    for each mask was a Python round trip per mask and text."""
+    cdef Text t
+    cdef Vec v
+    cdef Py_ssize_t i, k, n_f = len(finders)
+    cdef int held = 0, fid
+    _open(&t, text)
+    v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
+    try:
+        for k in range(t.n):
+            held |= _HOLDS[t.b[k]]
+        for i in range(step, n_f):
+            fid = finders[i]
+            if _NEEDS[fid] & held != _NEEDS[fid]:
+                continue
+            v.n, v.unsorted = 0, 0
+            _find(fid, &t, back, &v)
+            if v.n:
+                return i, [v.at[k] for k in range(v.n)]
+        return n_f, None
+    finally:
+        free(v.at)
+        free(t.owned)

@@ -123,21 +123,23 @@ class FastMasks:
         return text
 
     def _apply_compiled(self, text: str, ext) -> str:
-        """apply, with each finder's compiled twin: no shapes to keep."""
-        held = ext.holds(text)
-        for (pattern, repl, _, kept, expand), (finder, back) in zip(self._steps, self.compiled_steps):
-            starts = ext.starts(finder, text, back, held)
-            if not starts:
-                continue
+        """apply, with each finder's compiled twin: no shapes to keep. The
+        extension walks the table to the next mask that could match (one call
+        where most texts match none)."""
+        finders, back = self.compiled_steps
+        steps = self._steps
+        i = 0
+        while True:
+            i, starts = ext.next_starts(finders, i, text, back)
+            if starts is None:
+                return text
+            pattern, repl, _, kept, expand = steps[i]
             edits = _edits(pattern, repl, kept, expand, text, starts)
             if edits is None:
                 text = pattern.sub(repl, text)
             elif edits:
                 text = _edited(text, edits)
-            else:
-                continue
-            held = ext.holds(text)
-        return text
+            i += 1
 
     def apply(self, text: str) -> str:
         if not text.isascii():
@@ -170,8 +172,8 @@ class FastMasks:
         return shape.text
 
 
-def _compiled_steps(masks: Sequence) -> list[tuple[int, int]] | None:
-    """Per mask, its compiled finder and find_ago's look-back; None unless
+def _compiled_steps(masks: Sequence) -> tuple[list[int], int] | None:
+    """Each mask's compiled finder, and find_ago's look-back; None unless
     every mask has a compiled finder (or the extension is not built)."""
     if accel.built is None:
         return None
@@ -180,4 +182,4 @@ def _compiled_steps(masks: Sequence) -> list[tuple[int, int]] | None:
     if not all(m.finder in by_finder for m in masks):
         return None
     back = max(len(w) + 1 for w in finders.AGO_WORDS)   # find_ago: the longest quantity word and its space
-    return [(by_finder[m.finder], back) for m in masks]
+    return [by_finder[m.finder] for m in masks], back

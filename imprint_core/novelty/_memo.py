@@ -106,6 +106,10 @@ def shared(key: Callable[..., Any], size: Callable[..., int], copy: Callable[[An
     return wrap
 
 
+_ATOMS = (str, bytes, int, float, type(None))   # hold no array: a remembered list of texts is not walked item by item
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def frozen(value: Any) -> None:
     """Make the arrays of a remembered value (a tuple, a dataclass, an
     array, nested) read-only: a caller that writes into one fails loudly
@@ -114,7 +118,11 @@ def frozen(value: Any) -> None:
         value.flags.writeable = False
     elif isinstance(value, (tuple, list)):
         for v in value:
-            frozen(v)
-    elif dataclasses.is_dataclass(value):
-        for f in dataclasses.fields(value):
-            frozen(getattr(value, f.name))
+            if not isinstance(v, _ATOMS):
+                frozen(v)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS.get(type(value))
+        if names is None:
+            names = _FIELDS[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+        for name in names:
+            frozen(getattr(value, name))

@@ -151,8 +151,13 @@ class RoundNovelty:
 
     @property
     def progress(self) -> bool:
-        return (self.new_paragraphs > 0 and self.new_shingles >= min(self.min_new_shingles, self.largest_new)
-                and self.new_shingles >= self.min_new_share * self.shingles)
+        return self.progress_at(self.min_new_shingles, self.min_new_share)
+
+    def progress_at(self, min_new_shingles: int, min_new_share: float) -> bool:
+        """`progress` under other thresholds: what a sweep's configs that share
+        one tracker each read of the same round."""
+        return (self.new_paragraphs > 0 and self.new_shingles >= min(min_new_shingles, self.largest_new)
+                and self.new_shingles >= min_new_share * self.shingles)
 
 
 class PatienceRule:

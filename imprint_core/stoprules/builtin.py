@@ -19,7 +19,7 @@ from ..novelty import NoveltyConfig, NoveltyTracker, PatienceRule
 from ..novelty.rule import RoundNovelty
 from ..rounds import classify_round
 from ..settings import SPECS
-from .protocol import Rule, RoundView, calls_of
+from .protocol import CallView, Rule, RoundView, calls_of
 from .registry import build, register, stop_rule
 
 _NOVELTY_FIELDS = {f.name: f.default for f in dataclasses.fields(NoveltyConfig)}
@@ -64,14 +64,19 @@ class RecordRule(Rule):
         return self._notes
 
 
+def judged_calls(round: RoundView) -> list[tuple[int, CallView]]:
+    """The (index, call) pairs of a round that the novelty tracker judges: the
+    reads that ran. Evidence is what successful reads returned, with the
+    call's own arguments echoed in it left out; writes and answers are not judged."""
+    return [(i, c) for i, c in enumerate(round.calls) if c.kind == "read" and c.status != "not_executed"]
+
+
 def judge_reads(tracker: NoveltyTracker, round: RoundView) -> tuple[list, list, RoundNovelty]:
     """A round's reads judged and remembered by the tracker: the judged
-    (index, call) pairs, their judgements and the round's novelty. Evidence
-    is what successful reads returned, with the call's own arguments echoed
-    in it left out; writes and answers are not judged."""
-    judged_calls = [(i, c) for i, c in enumerate(round.calls) if c.kind == "read" and c.status != "not_executed"]
-    judged = [tracker.judge(c.status, c.result, c.segments, c.args) for _, c in judged_calls]
-    return judged_calls, judged, tracker.commit_round(judged)
+    (index, call) pairs (`judged_calls`), their judgements and the round's novelty."""
+    calls = judged_calls(round)
+    judged = [tracker.judge(c.status, c.result, c.segments, c.args) for _, c in calls]
+    return calls, judged, tracker.commit_round(judged)
 
 
 @stop_rule("record", source="ADR 0102 (Decision; research-loop.md, Progress): novelty × patience",
