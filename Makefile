@@ -37,13 +37,19 @@ test: setup model setup-browser
 	$(BIN)/python -m pytest -q
 
 # Speed is measured here, never in timed tests; results go to reports/bench/.
+# The scale figures come from synthetic corpora up to 100,000 runs, cold, on one process
+# and on Dask with 1 and 2 workers: about 80 minutes on 2 cores. A quick look:
+# `make bench SCALE_SIZES=100,1000 SCALE_MODES=one` (the large sizes' figures are kept, with
+# the commit each measured).
+SCALE_SIZES ?= 1000,10000,100000
+SCALE_MODES ?= one,dask1,dask2
 bench: setup model
 	$(BIN)/python benchmarks/bench_novelty.py
 	$(BIN)/python benchmarks/bench_loop.py
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
 	$(BIN)/python benchmarks/bench_sweep_baseline.py
-	$(BIN)/python benchmarks/bench_scale.py --merge   # 100 and 1,000 runs; the large corpora: see its --help
+	$(BIN)/python benchmarks/bench_scale.py --sizes $(SCALE_SIZES) --modes $(SCALE_MODES) --cold-only --merge
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_rules.py
 	$(BIN)/python benchmarks/summary.py

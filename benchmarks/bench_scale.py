@@ -82,11 +82,13 @@ def _tune(corpus: synthcorpus.Corpus, cache: Path, out: Path, extra: list[str]) 
 
 
 def _commit() -> str:
-    """The commit measured (with "+changes" when the tree differs from it)."""
+    """The commit measured (with "+changes" when the tree differs from it
+    outside reports/, where the benchmarks write: a second size of one
+    `make bench` would otherwise read the first size's results as a change)."""
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports") else "")
 
 
 def _cluster(workers: int):
