@@ -656,54 +656,23 @@ _NEEDS[:] = [0, H_DASH, H_DIGIT, H_DIGIT, H_DASH | H_DIGIT, H_T | H_DIGIT, H_DIG
              H_SLASH | H_DIGIT, H_DOT | H_DIGIT, H_DIGIT, H_DIGIT, H_COLON | H_DIGIT, H_COLON | H_DIGIT, 0, 0, 0, 0]
 
 
-cdef uint8_t _HOLDS[256]     # per character: its bit of holds()
+cdef uint8_t _HOLDS[256]     # per character: the bit of what finders need (_NEEDS) that it gives
 for _c, _bit in ((45, H_DASH), (47, H_SLASH), (46, H_DOT), (58, H_COLON), (61, H_EQUALS), (124, H_PIPE),
                  (116, H_T), *((_d, H_DIGIT) for _d in range(48, 58))):
     _HOLDS[_c] = _bit
 
 
-def holds(str text):
-    """The characters a text holds, as the bits finders need (one pass for every finder, until the text changes)."""
-    cdef Text t
-    cdef Py_ssize_t i
-    cdef int got = 0
-    _open(&t, text)
-    try:
-        for i in range(t.n):
-            got |= _HOLDS[t.b[i]]
-        return got
-    finally:
-        free(t.owned)
-
-
 def find(str name, str text, Py_ssize_t back=12):
     """The positions the compiled twin of a finder of _mask_finders gives, by name."""
-    return starts(FINDERS[name], text, back, holds(text))
-
-
-def starts(int finder, str text, Py_ssize_t back, int held):
-    """Where the mask of compiled finder `finder` could match in text, ascending
-    (a superset of where its pattern matches); `back`: find_ago's longest
-    quantity word and its space; `held`: holds(text)."""
-    cdef Text t
-    cdef Vec v
-    if _NEEDS[finder] & held != _NEEDS[finder]:
-        return []
-    _open(&t, text)
-    v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
-    try:
-        _find(finder, &t, back, &v)
-        return [v.at[i] for i in range(v.n)]
-    finally:
-        free(v.at)
-        free(t.owned)
+    return next_starts([FINDERS[name]], 0, text, back)[1] or []
 
 
 def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
     """(i, starts) for the first finder of `finders` from index `step` on
-    that finds a place in text (`starts` as `starts` gives them); (len(finders),
-    None) when none does. One call for the whole table, where calling `starts`
-    for each mask was a Python round trip per mask and text."""
+    that finds a place in text: where its mask could match, ascending (a
+    superset of where its pattern matches; `back`: find_ago's longest quantity
+    word and its space); (len(finders), None) when none does. One call walks
+    the whole table: a Python call per mask and text cost more than most scans."""
     cdef Text t
     cdef Vec v
     cdef Py_ssize_t i, k, n_f = len(finders)
