@@ -70,13 +70,24 @@ def _need(obj: dict, key: str, types: type | tuple, file: str, line: int, where:
 
 
 def read_round_log(path: str | Path) -> RoundLog:
+    """A round log file; one named `*.jsonl.gz` is gunzipped and gets the
+    path it would have uncompressed (`run.jsonl`), which labels are keyed by."""
     p = str(path)
     try:
-        raw = Path(p).read_text(encoding="utf-8")
+        data = Path(p).read_bytes()
+        if p.lower().endswith(".gz"):
+            import gzip
+            import zlib
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise UserInputError(f"not readable gzip data ({exc})", file=p) from None
+            p = p[:-3]
+        raw = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserInputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=p) from None
+        raise UserInputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from None
     except OSError as exc:
-        raise UserInputError(f"cannot read: {exc.strerror}", file=p) from None
+        raise UserInputError(f"cannot read: {exc.strerror}", file=str(path)) from None
     return parse_round_log(raw, p)
 
 

@@ -70,8 +70,20 @@ class RunFile:
         return Path(self.log.path).stem
 
 
+GZ_ROUNDLOG = ".jsonl.gz"
+"""A round log committed gzip-compressed (`run.jsonl.gz`): read as `run.jsonl`,
+under which name its labels find it."""
+
+
 def _first_line(path: Path) -> bytes:
     try:
+        if path.name.lower().endswith(GZ_ROUNDLOG):
+            import gzip
+            try:
+                with gzip.open(path, "rb") as fh:
+                    return fh.readline(1 << 20)
+            except (OSError, EOFError):
+                return b""      # not gzip after all: read as a round log, whose reader names the problem
         with open(path, "rb") as fh:
             return fh.readline(1 << 20)
     except IsADirectoryError:
@@ -86,7 +98,7 @@ def classify(path: Path, *, named: bool) -> str | None:
     A named `.jsonl` file whose first line is not a JSON object without a
     `format` is read as a round log, so that the round-log reader names its
     problem (empty, not JSON, an unknown format)."""
-    if not path.name.lower().endswith(".jsonl"):
+    if not path.name.lower().endswith((".jsonl", GZ_ROUNDLOG)):
         return "raw" if named or raw_suffix(path.name, FOLDER_SUFFIXES) else None
     first = _first_line(path)
     try:
@@ -107,7 +119,7 @@ def classify(path: Path, *, named: bool) -> str | None:
 
 
 def _run_file_name(name: str) -> bool:
-    return name.lower().endswith(".jsonl") or bool(raw_suffix(name, FOLDER_SUFFIXES))
+    return name.lower().endswith((".jsonl", GZ_ROUNDLOG)) or bool(raw_suffix(name, FOLDER_SUFFIXES))
 
 
 def find_inputs(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str, bool]], list[str]]:
