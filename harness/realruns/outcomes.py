@@ -10,7 +10,7 @@ source keeps it). Round logs converted before that key existed carry the
 source's field itself; `LEGACY_FIELDS` reads those, first present wins:
 
 - `resolved` (SWE-bench's harness, mini-swe-agent's `index.jsonl`): true or false;
-- `reward` (tau-bench, FireAct): 1 is success, anything lower failure;
+- `reward` (tau-bench, FireAct): 1 (or true) is success, anything lower failure;
 - `correct` (Who&When's `is_correct`, the web runs): true or false;
 - `score` (WebShop): 1.0 is success (a partial match is a failure).
 
@@ -52,6 +52,8 @@ def _truth(v: Any) -> str:
 
 
 def _full(v: Any) -> str:
+    if isinstance(v, bool):         # FireAct records its reward as true or false
+        return _truth(v)
     n = _number(v)
     return "unknown" if n is None else "success" if n >= 1.0 else "failure"
 
