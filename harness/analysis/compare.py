@@ -38,6 +38,7 @@ from imprint_core.stoprules.builtin import AnyRule
 from ..realruns.labels import LOOP_SLACK, Tally, judge
 from ..realruns.roundlogs import round_view
 from .progresscache import ProgressCache
+from .stats import CONFIDENCE, Rate, mcnemar, paired_difference, rate
 from .sweep import TuneRun, compute_progress, stop_rounds
 from .tune import PARTS, Split
 
@@ -152,11 +153,31 @@ def rule_stops(choice: RuleChoice, runs: Sequence[TuneRun], *, cache: ProgressCa
     return out
 
 
-# ---- figures -------------------------------------------------------------------------------------------------
+# ---- figures ------------------------------------------------------------------------------------------------
+SHIPPED = SPECS["chat.research_stop_rule"].default
+"""The rule every other is compared with, run by run: the shipped default
+(`chat.research_stop_rule`), at its own parameters."""
+
+
+@dataclass(frozen=True)
+class RunJudged:
+    """One rule's stop in one run, judged by the run's label and its outcome."""
+    eligible: bool          # a run that can be harmed: it succeeded, or is labelled useful
+    harmed: bool            # such a run stopped before its last round (or before its useful end)
+    failed: bool
+    rounds: int
+    saved_rounds: int       # a failed run: rounds after the stop
+    tokens: tuple[int, int]         # the run's estimated tokens (reserve, prefix-refund)
+    saved_tokens: tuple[int, int]   # a failed run: those of the rounds after the stop
+    caught: tuple[bool, ...]        # per labelled loop, in order
+
+
 @dataclass
 class Cell(Tally):
     """The gate's tally (runs, useful, premature, loops, caught, recall,
-    premature share) and what compare adds to it."""
+    premature share), the outcomes' figures (harm, savings) and what compare
+    adds to them; `paired`: the paired tests against the shipped rule on the
+    same runs (empty for the shipped rule itself)."""
     early: int = 0
     latencies: list[int] = field(default_factory=list)
     loop_rounds: int = 0
@@ -164,22 +185,92 @@ class Cell(Tally):
     tokens_reserve: int = 0
     tokens_prefix: int = 0
     ended_by_budget: int = 0      # looping runs the default budget would have ended before their loop's end
+    successes: int = 0
+    failures: int = 0
+    harm: int = 0
+    harm_of: int = 0
+    failed_rounds: int = 0
+    saved_rounds: int = 0
+    failed_tokens: list[int] = field(default_factory=lambda: [0, 0])   # reserve, prefix-refund
+    saved_tokens: list[int] = field(default_factory=lambda: [0, 0])
+    saving_ci: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    paired: dict[str, Any] = field(default_factory=dict)
 
     @property
     def median_latency(self) -> float | None:
         return statistics.median(self.latencies) if self.latencies else None
 
+    @property
+    def harm_rate(self) -> Rate:
+        return rate(self.harm, self.harm_of)
+
+    @property
+    def recall_rate(self) -> Rate:
+        return rate(self.caught, self.loops)
+
+    @property
+    def premature_rate(self) -> Rate:
+        return rate(self.premature, self.useful)
+
+    def saving(self, what: str = "rounds") -> float | None:
+        """Share of the failed runs' rounds (or tokens, `reserve` / `prefix-refund`) after the stop."""
+        if what == "rounds":
+            return self.saved_rounds / self.failed_rounds if self.failed_rounds else None
+        i = POLICIES.index(what)
+        return self.saved_tokens[i] / self.failed_tokens[i] if self.failed_tokens[i] else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "useful": self.useful, "premature": self.premature,
-                "premature_share": self.premature_share, "loops": self.loops, "caught": self.caught,
-                "recall": self.recall, "stops_before_loop": self.early, "median_latency": self.median_latency,
-                "latencies": self.latencies, "loop_rounds_spent": self.loop_rounds, "loop_rounds_total": self.loop_total,
-                "loop_tokens_reserve": self.tokens_reserve, "loop_tokens_prefix_refund": self.tokens_prefix,
-                "looping_runs_ended_by_budget": self.ended_by_budget}
+        out = {"runs": self.runs, "useful": self.useful, "premature": self.premature,
+               "premature_share": self.premature_share, "loops": self.loops, "caught": self.caught,
+               "recall": self.recall, "stops_before_loop": self.early, "median_latency": self.median_latency,
+               "latencies": self.latencies, "loop_rounds_spent": self.loop_rounds, "loop_rounds_total": self.loop_total,
+               "loop_tokens_reserve": self.tokens_reserve, "loop_tokens_prefix_refund": self.tokens_prefix,
+               "looping_runs_ended_by_budget": self.ended_by_budget,
+               "outcome_success": self.successes, "outcome_failure": self.failures,
+               "outcome_unknown": self.runs - self.successes - self.failures}
+        out |= self.harm_rate.to_dict("harm") | self.recall_rate.to_dict("loop_recall") \
+            | self.premature_rate.to_dict("premature")
+        out["failed_rounds"] = self.failed_rounds
+        out["saved_rounds"] = self.saved_rounds
+        for what in ("rounds", *POLICIES):
+            key = f"saving_{what.replace('-', '_')}_share"
+            lo, hi = self.saving_ci.get(what, (None, None))
+            out |= {key: self.saving(what), f"{key}_ci95_low": lo, f"{key}_ci95_high": hi}
+        out["vs_shipped"] = self.paired
+        return out
 
 
-def add_run(cell: Cell, run: TuneRun, stop: int | None, tokens: TokenReplay, slack: int) -> None:
+POLICIES = ("reserve", "prefix-refund")
+
+
+def judge_run(run: TuneRun, stop: int | None, tokens: TokenReplay, slack: int) -> RunJudged:
+    """A stop judged by the run's label (loops caught, a useful run cut short)
+    and by its recorded outcome (a successful run cut short is harm; the
+    rounds and tokens after a failed run's stop are saved)."""
+    label, rounds = run.label, run.rounds
+    success, failed = run.outcome.value == "success", run.outcome.value == "failure"
+    j = judge(label, stop, rounds, slack)
+    harmed = bool(j.premature) or success and stop is not None and stop < rounds
+    after = 0 if stop is None else max(0, rounds - stop)
+    charges = (tokens.reserve, tokens.prefix_refund)
+    total = tuple(sum(c) for c in charges)
+    saved = tuple(sum(c[stop:]) for c in charges) if stop is not None and failed else (0, 0)
+    caught, caught_before = [], False
+    for a, b in label.loops:
+        b = min(b, rounds)
+        if b < a:
+            continue
+        hit = stop is not None and (a <= stop <= b + slack or stop < a and caught_before)
+        caught.append(hit)
+        caught_before = caught_before or hit
+    return RunJudged(success or label.useful, harmed, failed, rounds, after if failed else 0, total, saved,
+                     tuple(caught))
+
+
+def add_run(cell: Cell, run: TuneRun, stop: int | None, tokens: TokenReplay, slack: int,
+            judged: RunJudged | None = None) -> RunJudged:
     label = run.label
+    judged = judged or judge_run(run, stop, tokens, slack)
     j = judge(label, stop, run.rounds, slack)
     cell.runs += 1
     cell.useful += label.useful
@@ -188,6 +279,16 @@ def add_run(cell: Cell, run: TuneRun, stop: int | None, tokens: TokenReplay, sla
     cell.caught += j.loops_caught
     cell.loop_rounds += j.loop_rounds
     cell.loop_total += j.loop_total
+    cell.successes += run.outcome.value == "success"
+    cell.failures += judged.failed
+    cell.harm += judged.harmed
+    cell.harm_of += judged.eligible
+    if judged.failed:
+        cell.failed_rounds += judged.rounds
+        cell.saved_rounds += judged.saved_rounds
+        for i in range(2):
+            cell.failed_tokens[i] += judged.tokens[i]
+            cell.saved_tokens[i] += judged.saved_tokens[i]
     caught_before = False
     for a, b in label.loops:
         b = min(b, run.rounds)
@@ -208,6 +309,7 @@ def add_run(cell: Cell, run: TuneRun, stop: int | None, tokens: TokenReplay, sla
         end = tokens.budget_end["prefix-refund"]
         if end is not None and end < max(b for _, b in label.loops):
             cell.ended_by_budget += 1
+    return judged
 
 
 @dataclass
@@ -218,6 +320,8 @@ class Comparison:
     parts: dict[str, str]                       # task -> part
     slack: int = LOOP_SLACK
     cells: dict[tuple[str, str, str], Cell] = field(default_factory=dict)   # (rule, corpus or "all", part or "all")
+    judged: dict[str, list[RunJudged]] = field(default_factory=dict)       # rule label -> per run
+    shipped: str = SHIPPED                      # the label of the rule the others are paired with
 
     @property
     def corpora(self) -> list[str]:
@@ -226,32 +330,93 @@ class Comparison:
     def cell(self, rule: str, corpus: str = "all", part: str = "all") -> Cell:
         return self.cells[(rule, corpus, part)]
 
+    def members(self, corpus: str = "all", part: str = "all") -> list[int]:
+        """Indices of the runs of a corpus and part ("all": any)."""
+        return [i for i, r in enumerate(self.runs)
+                if corpus in ("all", r.corpus) and part in ("all", self.parts[r.task])]
+
     def to_dict(self) -> dict[str, Any]:
         return {"rules": [{"label": c.label, "spec": c.spec, "params": c.params} for c in self.rules],
+                "shipped": self.shipped, "confidence": CONFIDENCE,
                 "slack": self.slack, "corpora": self.corpora, "parts": ["dev", "held-out", "all"],
                 "cells": [{"rule": r, "corpus": c, "part": p, **cell.to_dict()}
                           for (r, c, p), cell in self.cells.items()],
                 "runs": [{"corpus": r.corpus, "name": r.name, "task": r.task, "part": self.parts[r.task],
-                          "rounds": r.rounds, "stops": {c.label: self.stops[c.label][i] for c in self.rules}}
+                          "rounds": r.rounds, **r.outcome.to_dict(),
+                          "stops": {c.label: self.stops[c.label][i] for c in self.rules}}
                          for i, r in enumerate(self.runs)]}
+
+
+def _shipped_choice(rules: Sequence[RuleChoice]) -> RuleChoice:
+    """The shipped rule among `rules` (its name, no parameters), or a new choice of it."""
+    for c in rules:
+        if not c.params and resolve(c.spec).name == resolve(SHIPPED).name:
+            return c
+    return RuleChoice(SHIPPED, SHIPPED, {})
+
+
+def _paired(comp: Comparison, label: str, idx: list[int]) -> dict[str, Any]:
+    """`label` against the shipped rule on the runs `idx`: exact McNemar on
+    harm and on loops caught, and paired bootstraps over tasks of the harm
+    rate and of the rounds saved on failed runs."""
+    mine, base = comp.judged[label], comp.judged[comp.shipped]
+    tasks = [comp.runs[i].task for i in idx]
+    elig = [i for i in idx if mine[i].eligible]
+    out = mcnemar([mine[i].harmed for i in elig], [base[i].harmed for i in elig]).to_dict("harm")
+    out |= paired_difference([mine[i].harmed for i in idx], [base[i].harmed for i in idx],
+                             [mine[i].eligible for i in idx], tasks).to_dict("harm_rate")
+    loops = [(x, y) for i in idx for x, y in zip(mine[i].caught, base[i].caught)]
+    out |= mcnemar([x for x, _ in loops], [y for _, y in loops]).to_dict("loops_caught")
+    out |= paired_difference([mine[i].saved_rounds for i in idx], [base[i].saved_rounds for i in idx],
+                             [mine[i].rounds if mine[i].failed else 0 for i in idx], tasks).to_dict("saving_rounds")
+    return out
+
+
+def _saving_ci(comp: Comparison, label: str, idx: list[int]) -> dict[str, tuple[float | None, float | None]]:
+    mine = comp.judged[label]
+    tasks = [comp.runs[i].task for i in idx]
+    zero = [0] * len(idx)
+    out = {}
+    for what, num, den in (("rounds", lambda j: j.saved_rounds, lambda j: j.rounds if j.failed else 0),
+                           ("reserve", lambda j: j.saved_tokens[0], lambda j: j.tokens[0] if j.failed else 0),
+                           ("prefix-refund", lambda j: j.saved_tokens[1], lambda j: j.tokens[1] if j.failed else 0)):
+        d = paired_difference([num(mine[i]) for i in idx], zero, [den(mine[i]) for i in idx], tasks)
+        out[what] = (d.low, d.high)
+    return out
 
 
 def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Split | None = None,
             slack: int = LOOP_SLACK, cache: ProgressCache | None = None, jobs: int | None = 1,
             progress: Callable[[int], None] | None = None) -> Comparison:
+    """Every rule over every run, with the shipped rule among them (added
+    first when not named); every cell of (rule, corpus, part) with its
+    intervals and, for each other rule, its paired tests against the shipped
+    rule on the same runs."""
     split = split or Split()
     runs = list(runs)
+    rules = list(rules)
+    shipped = _shipped_choice(rules)
+    if shipped not in rules:
+        rules.insert(0, shipped)
     dev_tasks = {r.task for r in runs if r.always_dev}
     parts = {r.task: "dev" if r.task in dev_tasks else split.part(r.task) for r in runs}
     stops = {c.label: rule_stops(c, runs, cache=cache, jobs=jobs, progress=progress) for c in rules}
     tokens = [token_replay(r) for r in runs]
-    out = Comparison(list(rules), runs, stops, parts, slack)
+    out = Comparison(rules, runs, stops, parts, slack, shipped=shipped.label)
     for c in rules:
+        judged = out.judged[c.label] = []
         for i, run in enumerate(runs):
+            j = judge_run(run, stops[c.label][i], tokens[i], slack)
+            judged.append(j)
             for corpus in (run.corpus, "all"):
                 for part in (parts[run.task], "all"):
                     add_run(out.cells.setdefault((c.label, corpus, part), Cell()), run, stops[c.label][i],
-                            tokens[i], slack)
+                            tokens[i], slack, j)
+    for (label, corpus, part), cell in out.cells.items():
+        idx = out.members(corpus, part)
+        cell.saving_ci = _saving_ci(out, label, idx)
+        if label != out.shipped:
+            cell.paired = _paired(out, label, idx)
     return out
 
 
@@ -260,39 +425,111 @@ def _frac(a: int, b: int, share: float | None) -> str:
     return f"{a}/{b} ({share:.0%})" if b and share is not None else "–"
 
 
-def rows(comp: Comparison, parts: Sequence[str] = PARTS) -> list[dict[str, Any]]:
+def _pp(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.1f}"
+
+
+def _share_ci(share: float | None, ci: tuple[float | None, float | None]) -> str:
+    if share is None:
+        return "–"
+    lo, hi = ci
+    return f"{share:.1%} ({lo:.1%}–{hi:.1%})" if lo is not None else f"{share:.1%}"
+
+
+def _p(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2g}"
+
+
+COLUMNS = {
+    "runs ✓/✗/?": "runs: successful / failed / outcome unknown",
+    "harm": "successful (or labelled useful) runs stopped before their end: k/n (rate, 95% Wilson interval)",
+    "Δharm pp (upper 95%) p": "harm rate minus the shipped rule's on the same runs, in percentage points, with the "
+                              "one-sided 95% upper bound (paired bootstrap over tasks) and the exact McNemar p",
+    "rounds saved": "share of the failed runs' rounds after the stop (95% interval, bootstrap over tasks)",
+    "Δsaved pp (95%)": "rounds saved minus the shipped rule's, percentage points (paired bootstrap over tasks)",
+    "tokens saved res / pref": "share of the failed runs' estimated tokens after the stop, under reserve / "
+                               "prefix-refund settlement",
+    "loops caught": "labelled loops caught: k/n (rate, 95% Wilson interval)",
+    "Δloops p": "loops caught only by this rule : only by the shipped rule, exact McNemar p",
+    "premature": "labelled useful runs stopped before their useful end: k/n (rate)",
+    "early": "stops before a loop that caught none (count)",
+    "latency": "median rounds from a caught loop's first round to the stop",
+    "loop tokens res / pref": "estimated tokens spent inside labelled loops before the stop, reserve / "
+                              "prefix-refund",
+}
+"""What each column of the table means (the Markdown prints this legend)."""
+
+
+def row(comp: Comparison, rule: str, corpus: str, part: str) -> dict[str, Any] | None:
+    cell = comp.cells.get((rule, corpus, part))
+    if cell is None:
+        return None
+    pr = cell.paired
+    lat = cell.median_latency
+    unknown = cell.runs - cell.successes - cell.failures
+    harm_diff = "–" if not pr else f"{_pp(pr.get('harm_rate_diff'))} ({_pp(pr.get('harm_rate_diff_upper95'))}) " \
+                                   f"p={_p(pr.get('harm_mcnemar_p'))}"
+    saved_diff = "–" if not pr or pr.get("saving_rounds_diff") is None else \
+        f"{_pp(pr['saving_rounds_diff'])} ({_pp(pr['saving_rounds_diff_ci95_low'])}, " \
+        f"{_pp(pr['saving_rounds_diff_ci95_high'])})"
+    loops_diff = "–" if not pr or not cell.loops else \
+        f"{pr['loops_caught_only_candidate']}:{pr['loops_caught_only_shipped']} p={_p(pr['loops_caught_mcnemar_p'])}"
+    tok = [cell.saving(w) for w in POLICIES]
+    return {"rule": rule, "corpus": corpus, "part": part,
+            "runs ✓/✗/?": f"{cell.successes}/{cell.failures}/{unknown}",
+            "harm": cell.harm_rate.text(), "Δharm pp (upper 95%) p": harm_diff,
+            "rounds saved": _share_ci(cell.saving(), cell.saving_ci.get("rounds", (None, None))),
+            "Δsaved pp (95%)": saved_diff,
+            "tokens saved res / pref": "–" if tok[0] is None else f"{tok[0]:.1%} / {tok[1]:.1%}",
+            "loops caught": cell.recall_rate.text(), "Δloops p": loops_diff,
+            "premature": _frac(cell.premature, cell.useful, cell.premature_share),
+            "early": str(cell.early) if cell.loops else "–",
+            "latency": f"{lat:g}" if lat is not None else "–",
+            "loop tokens res / pref": f"{cell.tokens_reserve:,} / {cell.tokens_prefix:,}" if cell.loops else "–"}
+
+
+def rows(comp: Comparison, parts: Sequence[str] = ("held-out", "dev", "all"),
+         corpora: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Pooled rows first (every corpus together), then each corpus: per rule and part."""
     out = []
-    for c in comp.rules:
-        for corpus in [*comp.corpora, "all"]:
-            for part in parts:
-                cell = comp.cells.get((c.label, corpus, part))
-                if cell is None:
-                    continue
-                lat = cell.median_latency
-                out.append({"rule": c.label, "corpus": corpus, "part": part,
-                            "loop recall": _frac(cell.caught, cell.loops, cell.recall),
-                            "premature": _frac(cell.premature, cell.useful, cell.premature_share),
-                            "stops before a loop": str(cell.early) if cell.loops else "–",
-                            "median latency": f"{lat:g}" if lat is not None else "–",
-                            "loop rounds spent": f"{cell.loop_rounds}/{cell.loop_total}" if cell.loops else "–",
-                            "loop tokens (reserve / prefix-refund)":
-                                f"{cell.tokens_reserve:,} / {cell.tokens_prefix:,}" if cell.loops else "–"})
+    for corpus in corpora if corpora is not None else ["all", *comp.corpora]:
+        for part in parts:
+            for c in comp.rules:
+                r = row(comp, c.label, corpus, part)
+                if r is not None:
+                    out.append(r)
     return out
 
 
-def markdown(comp: Comparison, command: str, parts: Sequence[str] = PARTS) -> str:
-    table = rows(comp, parts)
-    cols = list(table[0]) if table else []
+def _table(table: list[dict[str, Any]], drop: Sequence[str] = ()) -> list[str]:
+    if not table:
+        return ["(no runs)"]
+    cols = [c for c in table[0] if c not in drop]
+    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + \
+        ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in table]
+
+
+def markdown(comp: Comparison, command: str, parts: Sequence[str] = PARTS, decisions: Sequence[Any] = ()) -> str:
+    held = sum(comp.parts[r.task] == "held-out" for r in comp.runs)
+    outcomes = {v: sum(r.outcome.value == v for r in comp.runs) for v in ("success", "failure", "unknown")}
     lines = ["# Stop rules compared on the labelled corpora", "",
              f"Made by `{command}`.", "",
-             f"{len(comp.runs)} labelled runs in {len(comp.corpora)} corpora ({', '.join(comp.corpora)}), split by "
-             f"task as `imprint tune` splits them (held-out: "
-             f"{sum(comp.parts[r.task] == 'held-out' for r in comp.runs)} runs). A loop is caught by a stop from its "
-             f"first round to {comp.slack} round(s) after its last; latency is rounds from a caught loop's first "
-             f"round to the stop; loop rounds and tokens are those spent inside labelled loops before the stop "
-             f"(tokens: the record's byte estimate, {RESEARCH_MAX_OUTPUT} output tokens reserved a request).", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in table]
+             f"{len(comp.runs)} runs in {len(comp.corpora)} corpora ({', '.join(comp.corpora)}): "
+             f"{outcomes['success']} successful, {outcomes['failure']} failed and {outcomes['unknown']} of unknown "
+             f"outcome as their sources recorded them; {sum(bool(r.label.loops) for r in comp.runs)} with labelled "
+             f"loops. Split by task as `imprint tune` splits them (held-out: {held} runs). Every rule is paired with "
+             f"the shipped rule (`{comp.shipped}`) on the same runs. A loop is caught by a stop from its first round to "
+             f"{comp.slack} round(s) after its last. Tokens: the record's byte estimate, {RESEARCH_MAX_OUTPUT} output "
+             f"tokens reserved a request. Intervals are {CONFIDENCE:.0%}.", ""]
+    for d in decisions:
+        lines += ["## Decision", "", f"`--decide {d.candidate}` on the {d.part} part, by the rule of "
+                  "`research-loop.md` (\"Changing the default stop rule\"):", "", f"**{d.verdict}.**", ""]
+        lines += [f"- {'holds' if c.holds else '**fails**'}: {c.name}. {c.detail}" for c in d.conditions]
+        lines.append("")
+    lines += ["## Pooled (every corpus)", ""] + _table(rows(comp, ("held-out", "dev", "all"), ["all"]), ("corpus",))
+    lines += ["", f"## Per corpus, held-out part", ""] + _table(rows(comp, ("held-out",), comp.corpora), ("part",))
+    lines += ["", "## Per corpus and part", ""] + _table(rows(comp, PARTS, comp.corpora))
+    lines += ["", "## Columns", ""] + [f"- **{k}**: {v}." for k, v in COLUMNS.items()]
     lines += ["", "## Rules", ""]
     for c in comp.rules:
         info = resolve(c.spec)
@@ -308,36 +545,68 @@ def markdown(comp: Comparison, command: str, parts: Sequence[str] = PARTS) -> st
     return "\n".join(lines) + "\n"
 
 
-def plot(comp: Comparison, path) -> None:
+def _point(ax, cell: Cell, x_of, y_of, **kw) -> None:
+    """One rule's point with its intervals as error bars (x: harm, y: the other figure)."""
+    x, xlo, xhi = x_of(cell)
+    y, ylo, yhi = y_of(cell)
+    if x is None or y is None:
+        return
+    ax.errorbar([x * 100], [y * 100], xerr=[[max(0, (x - xlo) * 100)], [max(0, (xhi - x) * 100)]],
+                yerr=[[max(0, (y - ylo) * 100)], [max(0, (yhi - y) * 100)]], capsize=2, elinewidth=0.8, **kw)
+
+
+def _harm_xy(cell: Cell):
+    ci = cell.harm_rate.interval
+    return (cell.harm_rate.share, *ci) if ci else (None, None, None)
+
+
+def _recall_xy(cell: Cell):
+    ci = cell.recall_rate.interval
+    return (cell.recall_rate.share, *ci) if ci else (None, None, None)
+
+
+def _saving_xy(cell: Cell):
+    lo, hi = cell.saving_ci.get("rounds", (None, None))
+    s = cell.saving()
+    return (s, lo if lo is not None else s, hi if hi is not None else s)
+
+
+def plot(comp: Comparison, path, part: str = "held-out") -> None:
+    """Harm against loops caught (top) and against rounds saved on failed runs
+    (bottom), pooled and per corpus, on `part`; error bars are the 95% intervals."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    corpora = comp.corpora
-    fig, axes = plt.subplots(1, len(corpora), figsize=(4.2 * len(corpora), 4.2), squeeze=False)
+    if not comp.members("all", part):
+        part = "all"            # nothing held out (`--holdout 0`): every run
+    panels = ["all", *comp.corpora]
+    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 7.4), squeeze=False)
     markers = "osD^v<>Ph*X"
-    for ax, corpus in zip(axes[0], corpora):
-        for i, c in enumerate(comp.rules):
-            for part, filled in (("dev", True), ("held-out", False)):
+    for col, corpus in enumerate(panels):
+        for rowi, (y_of, ylabel) in enumerate(((_recall_xy, "loops caught (%)"),
+                                              (_saving_xy, "failed runs' rounds saved (%)"))):
+            ax = axes[rowi][col]
+            for i, c in enumerate(comp.rules):
                 cell = comp.cells.get((c.label, corpus, part))
-                if cell is None or cell.recall is None and cell.premature_share is None:
+                if cell is None:
                     continue
-                x = (cell.premature_share or 0.0) * 100
-                y = (cell.recall or 0.0) * 100
                 color = plt.cm.tab10(i % 10)
-                ax.scatter([x], [y], marker=markers[i % len(markers)], s=60,
-                           facecolors=color if filled else "none", edgecolors=color,
-                           label=f"{c.label}" if part == "dev" else None)
-        total = comp.cells.get((comp.rules[0].label, corpus, "all")) if comp.rules else None
-        missing = [w for w, n in (("no labelled loops: recall drawn at 0", total.loops if total else 0),
-                                  ("no useful runs: premature drawn at 0", total.useful if total else 0)) if not n]
-        ax.set_title(f"{corpus}  (filled: dev, hollow: held-out)" + "".join(f"\n{m}" for m in missing), fontsize=9)
-        ax.set_xlabel("premature stops (% of useful runs)")
-        ax.set_ylabel("loop recall (% of labelled loops)")
-        ax.set_xlim(-5, 105)
-        ax.set_ylim(-5, 105)
-        ax.grid(alpha=0.3)
+                _point(ax, cell, _harm_xy, y_of, fmt=markers[i % len(markers)], color=color, markersize=6,
+                       alpha=0.85, label=c.label if col == 0 and rowi == 0 else None)
+            total = comp.cells.get((comp.rules[0].label, corpus, part)) if comp.rules else None
+            title = ("pooled" if corpus == "all" else corpus) + f" ({part})"
+            if total is not None:
+                title += f"\n{total.harm_of} can be harmed, {total.loops} loops, {total.failures} failed"
+            ax.set_title(title, fontsize=8)
+            ax.set_xlabel("harm (% of successful runs)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_xlim(-3, 103)
+            ax.set_ylim(-3, 103)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=110)
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -51,6 +51,7 @@ from imprint_core.novelty import NoveltyConfig
 
 from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ..realruns.noveltyconfigs import config_key
+from ..realruns.outcomes import UNKNOWN, Outcome, OutcomeError, outcome_of
 from ..realruns.regressionstore import CORPUS as REGRESSIONS
 from ..realruns.roundlogs import RoundLog, replies
 from ..realruns.runfiles import RunFile, find_inputs, read_file
@@ -103,6 +104,7 @@ class TuneRun:
     full: list[RoundLog] = field(default_factory=list, repr=False)  # the replies with tool names (compare)
     source: RunSource | None = field(default=None, repr=False)
     weight: int = 0           # its result text (`_weight`), for balancing work
+    outcome: Outcome = UNKNOWN  # as its source recorded it (`realruns.outcomes`)
 
     @property
     def held(self) -> bool:
@@ -170,13 +172,14 @@ def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunF
             warnings.append(warning)
 
 
-def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | None = None) -> tuple[list[TuneRun],
-                                                                                                  list[str]]:
+def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | None = None, *,
+                outcomes: bool = False) -> tuple[list[TuneRun], list[str]]:
     """The labelled runs of a corpus (unlabelled runs cannot be judged and are
-    not replayed), and warnings: files skipped, labels that match no run,
-    runs that match a label another run already took. Files are read one at
-    a time; runs past `HOLD_CHARS` of result text (`held`: the count so far,
-    over corpora) are not kept parsed (`TuneRun.source`)."""
+    not replayed; with `outcomes`, a run without a label that records its
+    outcome is judged by that alone), and warnings: files skipped, labels that
+    match no run, runs that match a label another run already took. Files are
+    read one at a time; runs past `HOLD_CHARS` of result text (`held`: the
+    count so far, over corpora) are not kept parsed (`TuneRun.source`)."""
     labels: Labels = load_labels([corpus.labels])
     warnings: list[str] = []
     held = held if held is not None else [0]
@@ -184,8 +187,14 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
     out: list[TuneRun] = []
     for rf, source in _run_files(corpus.paths, warnings):
         label = labels.for_run(rf.name, None, rf.log.path)
+        try:
+            outcome = outcome_of(rf.log.labels)
+        except OutcomeError as exc:
+            raise UserInputError(str(exc), file=rf.display, line=1, key=exc.key, expected=exc.expected) from None
         if label is None:
-            continue
+            if not outcomes or outcome.value == "unknown":
+                continue
+            label = RunLabel(rf.name, file=corpus.labels)
         if label.name in taken:
             warnings.append(f"{rf.display}: label {label.name!r} already matched {taken[label.name]}; skipped")
             continue
@@ -200,7 +209,7 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
         # text) are one object a run, not four (by sizeof, some 400 bytes a run).
         run = TuneRun(corpus.name, label.name, source.log_path, sys.intern(rf.display), task, len(rf.log.rounds), label,
                       [_numbers([r.number for r in rep.rounds]) for rep in reps], reps, digest_of(reps),
-                      bool(corpus.always_dev), full, weight=weight)
+                      bool(corpus.always_dev), full, weight=weight, outcome=outcome)
         held[0] += weight
         if held[0] > HOLD_CHARS:       # past what is kept: read again when its progress is computed
             run.__dict__.update(replies=None, full=None, source=replace(source, user_turns=user_turns))
@@ -209,6 +218,10 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
     if unmatched:
         warnings.append(f"{corpus.name}: {len(unmatched)} label(s) match no run: {', '.join(unmatched[:8])}"
                         f"{'…' if len(unmatched) > 8 else ''}")
+    if not out and not len(labels):
+        warnings.append(f"corpus {corpus.name}: no run is labelled{' or records its outcome' if outcomes else ''}; "
+                        "skipped")
+        return out, warnings
     if not out:
         raise UserInputError(f"corpus {corpus.name}: no run is labelled", file=corpus.labels, key="runs",
                              expected="labels whose names match the runs' scenario names, file stems or path tails "
@@ -216,7 +229,8 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
     return out, warnings
 
 
-def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset") -> tuple[list[TuneRun], list[str]]:
+def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset", *,
+                 outcomes: bool = False) -> tuple[list[TuneRun], list[str]]:
     names = [c.name for c in corpora]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
@@ -226,7 +240,7 @@ def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset") -> tuple[
     warnings: list[str] = []
     held = [0]
     for c in corpora:
-        r, w = load_corpus(c, user_turns, held)
+        r, w = load_corpus(c, user_turns, held, outcomes=outcomes)
         runs += r
         warnings += w
     return runs, warnings

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from imprint_core.errors import UserInputError
 
-from ..conventions import EXIT_OK
+from ..conventions import EXIT_FAILED, EXIT_OK, workdir
 from ..realruns.labels import LOOP_SLACK
 from .console import console
 from .corpora import add_corpus_options, corpora_from
@@ -44,12 +44,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-disk-cache", action="store_true", help="keep the record rule's novelty cache in memory only")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--decide", metavar="RULE",
+                   help="judge RULE (one of the compared rules; added when not named) against the shipped rule on "
+                        "the held-out part by the rule of research-loop.md ('Changing the default stop rule'): "
+                        "harm not worse, benefit better, cost at most 2x; prints the verdict with its figures and "
+                        "exits 1 when it does not pass")
+    p.add_argument("--costs", default=None, metavar="FILE",
+                   help="each rule's cost per round for --decide (default reports/bench/rules.json, written by "
+                        "benchmarks/bench_rules.py)")
+    p.add_argument("--detail", action="store_true",
+                   help="print every corpus and part, not only the pooled rows")
     p.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from imprint_core.files import atomic_write_text
     from ..analysis.compare import DEFAULT_RULES, RuleChoice, compare, markdown, plot, rows
+    from ..analysis.decision import COST_FILE
     from ..analysis.progresscache import ProgressCache, default_cache_dir
     from ..analysis.sweep import load_corpora
     from ..analysis.tune import Split
@@ -60,13 +71,21 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserInputError(f"{args.jobs} jobs", key="--jobs", expected="1 or more")
     choices = [RuleChoice(label, spec, params) for label, spec, params in rules_of(args, list(DEFAULT_RULES))]
+    if args.decide and args.decide not in [c.label for c in choices]:
+        extra = rules_of(argparse.Namespace(rules=[args.decide], params=None, param=None), [])
+        choices += [RuleChoice(label, spec, params) for label, spec, params in extra]
     from imprint_core.stoprules import build
     for c in choices:
         build(c.spec, c.params)           # every rule checked before the corpora are read
+    costs = None
+    if args.decide:
+        from ..analysis.decision import COST_FILE, rule_costs
+        cost_file = args.costs or str(workdir() / COST_FILE)
+        costs = rule_costs(cost_file) if args.costs or Path(cost_file).exists() else None
     corpora, notes = corpora_from(args)
     out = console(stderr=True)
     with out.status("reading the labelled corpora ...") if out.is_terminal else _nothing():
-        runs, warnings = load_corpora(corpora, args.user_turns)
+        runs, warnings = load_corpora(corpora, args.user_turns, outcomes=True)
     for w in notes + warnings:
         print(f"warning: {w}", file=sys.stderr)
     cache = ProgressCache(None if args.no_disk_cache else default_cache_dir())
@@ -77,25 +96,35 @@ def run(args: argparse.Namespace) -> int:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserInputError(f"cannot create the output folder: {exc.strerror}", file=str(dest), key="--out") from None
-    data = comp.to_dict() | {"command": command}
+    decisions = []
+    if args.decide:
+        from ..analysis.decision import decide
+        decisions.append(decide(comp, args.decide, costs, args.costs or COST_FILE))
+    data = comp.to_dict() | {"command": command, "decisions": [d.to_dict() for d in decisions]}
     atomic_write_text(dest / "compare.json", json.dumps(data, indent=1, default=str) + "\n")
-    atomic_write_text(dest / "compare.md", markdown(comp, command))
+    atomic_write_text(dest / "compare.md", markdown(comp, command, decisions=decisions))
     atomic_write_text(dest / "command.txt", command + "\n")
     plot(comp, dest / "compare.png")
+    code = EXIT_OK if all(d.passed for d in decisions) else EXIT_FAILED
     if args.json:
         print(json.dumps(data, default=str))
-        return EXIT_OK
+        return code
     from rich.markup import escape
     from rich.table import Table
-    table = Table(title=f"imprint compare: {len(choices)} rule(s) over {len(runs)} labelled run(s)")
-    shown = rows(comp)
+    table = Table(title=f"imprint compare: {len(comp.rules)} rule(s) over {len(runs)} run(s); "
+                        f"paired with the shipped rule {comp.shipped!r}; 95% intervals")
+    shown = rows(comp) if args.detail else rows(comp, corpora=["all"])
     for col in shown[0] if shown else []:
         table.add_column(col, overflow="fold")
     for r in shown:
         table.add_row(*(escape(str(v)) for v in r.values()))
     console().print(table)
-    console().print(f"wrote compare.md, compare.json, compare.png to {dest}", soft_wrap=True, markup=False)
-    return EXIT_OK
+    for d in decisions:
+        for line in d.lines():
+            console().print(line, soft_wrap=True, markup=False)
+    console().print(f"wrote compare.md (every corpus and part, and what each column means), compare.json, "
+                    f"compare.png to {dest}", soft_wrap=True, markup=False)
+    return code
 
 
 class _nothing:

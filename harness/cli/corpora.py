@@ -21,7 +21,23 @@ DEFAULT_CORPORA = (
 labelled corpora beside the repository (tau-bench, mini-swe-agent, Who&When),
 the successful web-research runs committed under traces/webruns (ReAct-style
 agents; useful runs only), and the regressions (`imprint regress add`) once
-there is one."""
+there is one. Every folder under `OUTCOME_CORPORA` is a corpus too
+(`outcome_corpora`)."""
+
+OUTCOME_CORPORA = "traces/outcomes"
+"""Committed runs of other agent families with their recorded outcomes, a
+folder per source (`traces/outcomes/<source>/`, round logs gzip-compressed),
+each judged by `scenarios/labels/labels-<source>.yaml` (loops where reading
+showed one; the outcome needs no label)."""
+
+
+def outcome_corpora(root) -> list[tuple[str, str]]:
+    """(data, labels) of every source folder under `OUTCOME_CORPORA`, in name order."""
+    base = root / OUTCOME_CORPORA
+    if not base.is_dir():
+        return []
+    return [(f"{OUTCOME_CORPORA}/{d.name}", f"scenarios/labels/labels-{d.name}.yaml")
+            for d in sorted(base.iterdir()) if d.is_dir() and not d.name.startswith(".")]
 
 
 class _Ordered(argparse.Action):
@@ -52,7 +68,7 @@ def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
     if not events:
         out = []
         root = workdir()
-        for data, labels in DEFAULT_CORPORA:
+        for data, labels in [*DEFAULT_CORPORA[:-1], *outcome_corpora(root), DEFAULT_CORPORA[-1]]:
             d, lab = (root / data).resolve(), root / labels
             if labels == REGRESSION_LABELS:
                 if lab.exists() and len(load_labels([lab])):

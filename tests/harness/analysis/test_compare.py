@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.compare import RuleChoice, TokenReplay, compare, markdown, token_replay
+from harness.analysis.stats import rate
 from harness.analysis.sweep import Corpus, load_corpora
 from harness.analysis.tune import Split
 from harness.cli import main
@@ -66,11 +67,17 @@ def test_a_rule_in_a_file_is_compared_with_the_built_ins_in_one_command(corpus, 
     gem = cells[("gemini-cli", "mine", "all")]
     assert gem["caught"] == 1 and gem["latencies"] == [3]       # 5 identical calls: rounds 3-7, stop at 7
     runs = {r["name"]: r for r in data["runs"]}
-    assert runs["loop"]["stops"] == {"round-cap[max_rounds=5]": 5, "gemini-cli": 7, f"{corpus['rule']}:make": 5}
+    # the shipped rule is always compared, first, as the baseline of the paired tests
+    assert runs["loop"]["stops"] == {"record": None, "round-cap[max_rounds=5]": 5, "gemini-cli": 7,
+                                     f"{corpus['rule']}:make": 5}
+    assert data["shipped"] == "record" and data["rules"][0]["label"] == "record"
     for name in ("compare.md", "compare.json", "compare.png", "command.txt"):
         assert (out / name).stat().st_size > 0
     md = (out / "compare.md").read_text()
-    assert "imprint compare --corpus" in md and "| round-cap[max_rounds=5] | mine | dev | 1/1 (100%) | 1/1 (100%)" in md
+    assert "imprint compare --corpus" in md
+    # per corpus and part: the loop caught and the useful run cut short, each a rate with its Wilson interval
+    line = next(x for x in md.splitlines() if x.startswith("| round-cap[max_rounds=5] | mine | dev |"))
+    assert "| 1/1 (100.0%, 20.7%–100.0%) |" in line and "| 1/1 (100%) |" in line
 
 
 def test_a_stop_before_the_loop_is_counted_apart_from_a_catch(corpus):
@@ -82,7 +89,8 @@ def test_a_stop_before_the_loop_is_counted_apart_from_a_catch(corpus):
     assert (never.caught, never.early, never.loop_rounds, never.loop_total) == (0, 0, 6, 6)
     assert never.tokens_reserve > never.tokens_prefix > 0
     assert early.tokens_reserve == early.tokens_prefix == 0     # the loop never ran
-    assert "| cap2 | mine | dev | 0/1 (0%) | 1/1 (100%) | 1 |" in markdown(comp, "imprint compare")
+    line = next(x for x in markdown(comp, "imprint compare").splitlines() if x.startswith("| cap2 | mine | dev |"))
+    assert "| 0/1 (0.0%, 0.0%–79.3%) | 0:0 p=1 | 1/1 (100%) | 1 |" in line
 
 
 def test_token_replay_charges_the_growing_prompt_under_reserve_and_the_new_part_under_prefix_refund(corpus):
@@ -153,3 +161,77 @@ def test_the_report_shows_a_comparison_as_a_section(corpus, capsys):
     (corpus["tmp"] / "bad.json").write_text("{}")
     assert main(["report", str(corpus["logs"]), "--compare", str(corpus["tmp"] / "bad.json"), "--out", str(rep)]) == 2
     assert "cells" in capsys.readouterr().err
+
+
+# ---- outcomes as labels: harm, savings, paired tests, the decision ------------------------------------------
+@pytest.fixture()
+def outcomes(tmp_path: Path) -> dict[str, Path]:
+    """Runs judged by their recorded outcome alone (no label): per task, a
+    successful run of 8 rounds and a failed one of 10; plus one run whose
+    source recorded nothing, which is left out."""
+    logs = tmp_path / "runs"
+    for t in range(6):
+        round_log(logs / f"ok{t}.jsonl", [[{"result": fact(10 * t + n), "args": {"q": f"q{n}"}}] for n in range(8)],
+                  {"task_id": f"t{t}", "outcome": {"value": "success", "field": "reward", "raw": 1}})
+        round_log(logs / f"bad{t}.jsonl", [[{"result": fact(10 * t + n), "args": {"q": f"q{n}"}}] for n in range(10)],
+                  {"task_id": f"t{t}", "reward": 0.0})
+    round_log(logs / "silent.jsonl", [[{"result": fact(99)}]] * 3, {"task_id": "t9"})
+    labels = tmp_path / "labels-fam.yaml"
+    labels.write_text("runs: {}\n")
+    return {"logs": logs, "labels": labels, "tmp": tmp_path}
+
+
+def test_a_successful_run_cut_short_is_harm_and_a_failed_run_s_rest_is_saved(outcomes):
+    runs, warnings = load_corpora([Corpus([str(outcomes["logs"])], str(outcomes["labels"]))], outcomes=True)
+    assert len(runs) == 12 and {r.outcome.value for r in runs} == {"success", "failure"}
+    assert {r.outcome.field for r in runs} == {"reward"}        # explicit, and the legacy field, alike
+    comp = compare(runs, [RuleChoice("cap5", "round-cap", {"max_rounds": 5})], split=Split(holdout=0.0))
+    cap, shipped = comp.cell("cap5"), comp.cell("record")
+    # 6 successful runs of 8 rounds stopped at 5: all harmed; 6 failed runs of 10: 5 of 10 rounds saved each
+    assert (cap.harm, cap.harm_of, cap.successes, cap.failures) == (6, 6, 6, 6)
+    assert cap.saving() == pytest.approx(0.5) and cap.failed_rounds == 60 and cap.saved_rounds == 30
+    assert 0 < cap.saving("prefix-refund") < cap.saving("reserve") < 1     # later rounds cost more under reserve
+    assert (shipped.harm, shipped.saving()) == (0, 0.0) and not shipped.paired
+    p = cap.paired
+    assert (p["harm_only_candidate"], p["harm_only_shipped"]) == (6, 0)
+    assert p["harm_mcnemar_p"] == pytest.approx(2 * 0.5 ** 6)
+    assert p["harm_rate_diff"] == pytest.approx(1.0) and p["harm_rate_diff_upper95"] == pytest.approx(1.0)
+    assert p["saving_rounds_diff"] == pytest.approx(0.5) and p["saving_rounds_diff_ci95_low"] == pytest.approx(0.5)
+    d = comp.to_dict()
+    runs_out = {r["name"]: r for r in d["runs"]}
+    assert runs_out["ok0"]["outcome"] == "success" and runs_out["bad0"]["outcome"] == "failure"
+    assert "silent" not in runs_out
+    cell = next(c for c in d["cells"] if (c["rule"], c["corpus"], c["part"]) == ("cap5", "all", "all"))
+    assert cell["harm_rate_ci95_low"] == pytest.approx(rate(6, 6).interval[0])
+    assert cell["vs_shipped"]["harm_mcnemar_p"] == pytest.approx(0.03125)
+
+
+def test_decide_rejects_harm_and_names_each_condition_with_its_figures(outcomes):
+    from harness.analysis.decision import decide
+    runs, _ = load_corpora([Corpus([str(outcomes["logs"])], str(outcomes["labels"]))], outcomes=True)
+    comp = compare(runs, [RuleChoice("cap5", "round-cap", {"max_rounds": 5}),
+                          RuleChoice("cap50", "round-cap", {"max_rounds": 50})], split=Split(holdout=0.0))
+    harsh = decide(comp, "cap5", {"round-cap": 0.01, "record": 1.0}, part="all")
+    names = {c.name: c for c in harsh.conditions}
+    assert not harsh.passed and not names["harm not worse"].holds and names["benefit better"].holds
+    assert names["cost"].holds and "0.01" in names["cost"].detail
+    assert "cap5 does not replace record: harm not worse failed" in harsh.verdict
+    idle = decide(comp, "cap50", {"round-cap": 5.0, "record": 1.0}, part="all")
+    names = {c.name: c for c in idle.conditions}
+    assert names["harm not worse"].holds and not names["benefit better"].holds and not names["cost"].holds
+    assert not decide(comp, "cap50", None, part="all").passed
+    with pytest.raises(UserInputError):
+        decide(comp, "record", {}, part="all")
+
+
+def test_compare_decide_prints_the_verdict_and_exits_1_when_it_fails(outcomes, capsys):
+    costs = outcomes["tmp"] / "rules.json"
+    costs.write_text(json.dumps({"per_round": {"ms_per_round": {"record": 1.0, "round-cap": 0.001}}}))
+    code = main(["compare", "--corpus", str(outcomes["logs"]), "--labels", str(outcomes["labels"]), "--rule",
+                 "round-cap[max_rounds=5]", "--holdout", "0.5", "--no-disk-cache", "--out", str(outcomes["tmp"] / "o"),
+                 "--decide", "round-cap[max_rounds=5]", "--costs", str(costs)])
+    out = capsys.readouterr().out
+    assert code == 1 and "verdict: round-cap[max_rounds=5] does not replace record" in out
+    assert "[FAILS] harm not worse" in out and "[holds] cost" in out
+    md = (outcomes["tmp"] / "o" / "compare.md").read_text()
+    assert "## Decision" in md and "**round-cap[max_rounds=5] does not replace record" in md
