@@ -30,6 +30,7 @@ import pandas as pd
 
 from imprint_core.errors import UserInputError
 
+from .stats import rate
 from ..ratios import ratio_stats
 from ..realruns.labels import LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels
 from ..realruns.noveltyconfigs import describe, make_config
@@ -156,7 +157,7 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
             share = src.premature_share or 0.0
             ok = src.premature <= ps["max_premature"] if strict else share <= ps["max_premature_share"] + 1e-12
             c.rows.append({"subject": f"{name}: premature stops", "value": share,
-                           "figure": f"{src.premature} of {src.useful} useful runs ({share:.1%})",
+                           "figure": rate(src.premature, src.useful).of("useful runs"),
                            "threshold": f"≤ {ps['max_premature']} (strict)" if strict
                            else f"≤ {ps['max_premature_share']:.0%}", "passed": ok})
             c.passed &= ok
@@ -164,6 +165,8 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
             # Loop recall is the rule's quality, not an invalidation condition:
             # it gates only against the baseline pinned for the shipped rule, so
             # a change that catches fewer labelled loops fails; the goal is shown.
+            # Its figure is stated as `compare --decide` states rates (`stats.rate`:
+            # count, share and Wilson interval).
             recall = src.recall or 0.0
             base = cfg.loop_recall_baseline.get(name)
             goal = f"goal ≥ {ps['loop_recall_goal']:.0%}, not gated"
@@ -175,7 +178,7 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
                 threshold = (f"≥ baseline {base['recall']:.0%}" + (f" ({pinned}" if pinned else " (")
                              + (f", {base['commit']}" if base.get("commit") else "") + f"); {goal}")
             c.rows.append({"subject": f"{name}: loop recall", "value": recall,
-                           "figure": f"{src.caught} of {src.loops} loops caught ({recall:.0%})",
+                           "figure": rate(src.caught, src.loops).of("loops caught"),
                            "threshold": threshold, "passed": ok, "goal": ps["loop_recall_goal"],
                            "goal_met": recall >= ps["loop_recall_goal"] - 1e-12,
                            "baseline": base["recall"] if base else None})

@@ -92,17 +92,25 @@ def compare_section(comparison: Path, out: Path) -> Section:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserInputError(f"not a compare.json of `imprint compare`: {exc}", file=str(comparison),
                              key="cells") from None
-    rows = []
-    for c in cells:
-        if c.get("part") == "all":
-            continue
-        frac = lambda a, b: f"{a}/{b}" if b else "–"   # noqa: E731
-        lat = c.get("median_latency")
-        rows.append({"rule": c["rule"], "corpus": c["corpus"], "part": c["part"],
-                     "loop recall": frac(c["caught"], c["loops"]), "premature": frac(c["premature"], c["useful"]),
-                     "stops before a loop": c.get("stops_before_loop", "–") if c["loops"] else "–",
-                     "median latency": "–" if lat is None else f"{lat:g}",
-                     "loop rounds spent": frac(c["loop_rounds_spent"], c["loop_rounds_total"])})
+    from .stats import rate
+
+    def share(c: dict, key: str) -> str:
+        v, lo, hi = c.get(key), c.get(f"{key}_ci95_low"), c.get(f"{key}_ci95_high")
+        return "–" if v is None else f"{v:.1%}" + (f" ({lo:.1%}–{hi:.1%})" if lo is not None else "")
+
+    def row(c: dict) -> dict:
+        vs = c.get("vs_shipped") or {}
+        harm_of = c.get("harm_of", c.get("useful", 0))
+        return {"rule": c["rule"], "corpus": c["corpus"], "part": c["part"],
+                "harm": rate(c.get("harm_count", c.get("premature", 0)), harm_of).text(),
+                "Δharm pp (upper 95%)": "–" if vs.get("harm_rate_diff") is None else
+                f"{vs['harm_rate_diff'] * 100:+.1f} ({vs['harm_rate_diff_upper95'] * 100:+.1f})",
+                "rounds saved": share(c, "saving_rounds_share"),
+                "loops caught": rate(c["caught"], c["loops"]).text(),
+                "Δloops p": "–" if not vs or not c["loops"] else f"{vs['loops_caught_mcnemar_p']:.2g}"}
+
+    pooled = [row(c) for c in cells if c.get("corpus") == "all" and c.get("part") == "held-out"]
+    rows = [row(c) for c in cells if c.get("corpus") != "all" and c.get("part") in ("held-out", "dev")]
     image = None
     png = comparison.with_name("compare.png")
     if png.exists():
@@ -110,12 +118,18 @@ def compare_section(comparison: Path, out: Path) -> Section:
         image = str(out / "compare.png")
     held = pd.DataFrame([r for r in rows if r["part"] == "held-out"])
     dev = pd.DataFrame([r for r in rows if r["part"] == "dev"])
+    top = pd.DataFrame(pooled).drop(columns=["corpus", "part"], errors="ignore")
+    verdicts = [d.get("verdict") for d in data.get("decisions") or [] if d.get("verdict")]
     return Section("Stop rules compared",
-                   f"Every labelled run replayed through each stop rule, split by task as `imprint tune` splits "
-                   f"(`{data.get('command', 'imprint compare')}`; {comparison}). Loop recall and premature stops "
-                   "per corpus, the held-out part first; latency is the rounds from a caught loop's start to the "
-                   "stop.", image, "Loop recall against premature stops, one marker per rule",
-                   tables=[(t, df) for t, df in (("held-out", held), ("dev", dev)) if not df.empty],
+                   f"Every run replayed through each stop rule, split by task as `imprint tune` splits "
+                   f"(`{data.get('command', 'imprint compare')}`; {comparison}), each rule paired with the shipped "
+                   f"rule ({data.get('shipped', 'record')}) on the same runs. Harm: successful runs stopped before "
+                   "their end; rounds saved: the failed runs' rounds after the stop; 95% intervals (Wilson for "
+                   "counts, a bootstrap over tasks for shares). One row per rule, pooled over every corpus, on the "
+                   "held-out part first; then each corpus." + "".join(f" Decision: {v}." for v in verdicts),
+                   image, "Harm against loops caught (top) and rounds saved (bottom), 95% error bars",
+                   tables=[(t, df) for t, df in (("pooled, held-out", top), ("held-out", held), ("dev", dev))
+                           if not df.empty],
                    figures_first=False)
 
 

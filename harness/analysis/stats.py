@@ -50,6 +50,13 @@ class Rate:
         return {f"{name}_count": self.k, f"{name}_of": self.n, f"{name}_rate": self.share,
                 f"{name}_rate_ci95_low": ci[0] if ci else None, f"{name}_rate_ci95_high": ci[1] if ci else None}
 
+    def of(self, what: str) -> str:
+        """`3 of 40 useful runs (7.5%; 95% interval 2.6%–19.9%)`: the gate's wording."""
+        if not self.n:
+            return f"0 of 0 {what}"
+        lo, hi = self.interval
+        return f"{self.k} of {self.n} {what} ({self.k / self.n:.1%}; 95% interval {lo:.1%}–{hi:.1%})"
+
     def text(self) -> str:
         """`3/40 (7.5%, 2.6–19.9%)`, or – with no runs."""
         if not self.n:

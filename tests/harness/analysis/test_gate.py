@@ -59,7 +59,7 @@ def test_all_conditions_hold(setup, capsys) -> None:
     assert code == 0 and out["passed"]
     c1, c2, c3 = out["conditions"]
     assert c1["rows"][0]["subject"] == "labels: premature stops"
-    assert c1["rows"][0]["figure"] == "0 of 1 useful runs (0.0%)"
+    assert c1["rows"][0]["figure"] == "0 of 1 useful runs (0.0%; 95% interval 0.0%–79.3%)"
     assert [r["subject"] for r in c2["rows"]] == ["remote:llamacpp: median", "remote:llamacpp: p95",
                                                    "remote:llamacpp: under-counts",
                                                    "token charges past the reservation"]
@@ -217,11 +217,11 @@ def test_condition_1_judges_every_source_and_its_loop_recall(setup, capsys) -> N
     c1 = out["conditions"][0]
     rows = {r["subject"]: r for r in c1["rows"]}
     assert list(rows) == ["other: premature stops", "other: loop recall", "strict: premature stops"]
-    assert rows["other: premature stops"]["figure"] == "1 of 2 useful runs (50.0%)" and rows["other: premature stops"]["passed"]
-    assert rows["strict: premature stops"]["figure"] == "1 of 1 useful runs (100.0%)"
+    assert rows["other: premature stops"]["figure"] == "1 of 2 useful runs (50.0%; 95% interval 9.5%–90.5%)" and rows["other: premature stops"]["passed"]
+    assert rows["strict: premature stops"]["figure"] == "1 of 1 useful runs (100.0%; 95% interval 20.7%–100.0%)"
     assert rows["strict: premature stops"]["threshold"] == "≤ 0 (strict)" and not rows["strict: premature stops"]["passed"]
     # patience 3 stops the loop at round 5: one round past it, and the slack is 0
-    assert rows["other: loop recall"]["figure"] == "0 of 1 loops caught (0%)"
+    assert rows["other: loop recall"]["figure"] == "0 of 1 loops caught (0.0%; 95% interval 0.0%–79.3%)"
     assert rows["other: loop recall"]["threshold"] == "≥ baseline 100% (1/1, abc1234); goal ≥ 80%, not gated"
     assert not rows["other: loop recall"]["passed"]
     assert code == 1 and not c1["passed"]
@@ -232,7 +232,7 @@ def test_condition_1_judges_every_source_and_its_loop_recall(setup, capsys) -> N
     assert {r["subject"]: r for r in out["conditions"][0]["rows"]}["other: loop recall"]["passed"]
     assert main(["check", str(logs), "--config", str(cfg), "--labels", str(strict), "--labels", str(other)]) == 1
     text = capsys.readouterr().out
-    assert "strict: premature stops" in text and "1 of 1 useful runs (100.0%)" in text and "FAILS" in text
+    assert "strict: premature stops" in text and "1 of 1 useful runs (100.0%; 95% interval 20.7%–100.0%)" in text and "FAILS" in text
 
 
 def test_the_gate_replays_with_any_novelty_field(setup, capsys) -> None:
@@ -242,7 +242,7 @@ def test_the_gate_replays_with_any_novelty_field(setup, capsys) -> None:
     cfg.write_text(CONFIG + "\n[premature_stops.novelty]\nnear_duplicate = 'containment'\n"
                    "near_duplicate_threshold = 0.5\n")
     code, out = _check([str(setup["good"]), "--config", str(cfg), "--labels", str(setup["labels"])], capsys)
-    assert code == 1 and out["conditions"][0]["rows"][0]["figure"] == "1 of 1 useful runs (100.0%)"
+    assert code == 1 and out["conditions"][0]["rows"][0]["figure"] == "1 of 1 useful runs (100.0%; 95% interval 20.7%–100.0%)"
     assert "near_duplicate_threshold=0.5" in out["conditions"][0]["details"][-1]
     for text, where in [("[premature_stops.novelty]\nno_such_field = 4\n", ":2: premature_stops.novelty.no_such_field"),
                         ("[premature_stops.novelty]\ncontainment_threshold = 3.0\n",

@@ -535,8 +535,8 @@ def test_replay_tune_and_check_read_raw_trajectories(raw, tmp_path: Path, capsys
     assert results[0]["rows"] == results[1]["rows"] and results[0]["passed"] is False
     assert "raw/useful: replayed no_progress stop at round 4" in results[0]["details"][0]
     rows = {r["subject"]: r for r in results[0]["rows"]}
-    assert rows["raw: premature stops"]["figure"] == "1 of 1 useful runs (100.0%)"
-    assert rows["raw: loop recall"]["figure"] == "1 of 1 loops caught (100%)"
+    assert rows["raw: premature stops"]["figure"] == "1 of 1 useful runs (100.0%; 95% interval 20.7%–100.0%)"
+    assert rows["raw: loop recall"]["figure"] == "1 of 1 loops caught (100.0%; 95% interval 20.7%–100.0%)"
     assert sorted(p.name for p in d.iterdir()) == before, "nothing is written beside the raw files"
 
 
