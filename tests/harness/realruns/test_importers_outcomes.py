@@ -25,7 +25,8 @@ from harness.realruns.runfiles import load_runs
 from imprint_core.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parents[3]
-FIX = ROOT / "tests" / "fixtures" / "interop"
+FIX = ROOT / "tests" / "fixtures" / "outcomes"
+"""Not under fixtures/interop/: test_interop replays that folder whole and counts its runs."""
 SHOP = FIX / "webshop-mini.ipynb"
 TAU = FIX / "tau-retail-mini.json"
 OUTCOMES = ROOT / "traces" / "outcomes"
