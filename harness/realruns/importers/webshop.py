@@ -35,6 +35,8 @@ from .rawfiles import Source
 from .react import WEBSHOP_EPISODE, WEBSHOP_RUNNING_MEAN, webshop_episodes, webshop_rounds
 
 FORMAT = "react-webshop"
+"""The format's name (`convert.CONVERTERS`, `rawfiles.FORMATS`) and its logs' `source_format`,
+the same as the 17 successful episodes under traces/webruns/ carry."""
 EPISODE_START = "-----------------\n"
 """The first line of every episode header: detection looks for it followed by an index."""
 PRECISION = 9
