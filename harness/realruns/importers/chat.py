@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..outcomes import outcome_label
 from ..roundlogs import Round, RoundCall, RoundLog
 
 from .callkinds import classify_tool
@@ -217,7 +218,9 @@ def import_tau_bench(data: Any, path: str | Path) -> list[RoundLog]:
     `reward` and `traj` (the chat). One log per run, named `<task_id>-<trial>`;
     tool kinds and statuses follow the generic chat rules (`book_*`,
     `cancel_*`, `update_*`, `send_*` are writes; `Error: ...` results are
-    errors; blank or empty-JSON results are empty)."""
+    errors; blank or empty-JSON results are empty). The outcome is tau-bench's
+    own verdict: success when `reward` == 1 (every database write and output
+    as the task expects), else failure."""
     src = Source(path, "tau-bench")
     if not isinstance(data, list) or not data:
         src.fail("expected a non-empty list of runs", key="[]",
@@ -238,6 +241,8 @@ def import_tau_bench(data: Any, path: str | Path) -> list[RoundLog]:
         rounds, user_before = chat_rounds(read_chat(traj, src, key + ".traj"))
         labels = {"reward": reward, "task_id": task, "num_rounds": len(rounds), "trial": trial,
                   "user_turn_before_round": user_before, "source_format": "tau-bench",
-                  "source_file": str(path), "instance_id": name}
+                  "source_file": str(path), "instance_id": name,
+                  "outcome": outcome_label("success" if reward == 1 else "failure", "reward", reward,
+                                           f"{path} {key}.reward")}
         logs.append(RoundLog(f"{name}.jsonl", str(path), labels, rounds))
     return logs

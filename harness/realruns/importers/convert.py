@@ -23,6 +23,7 @@ from .minisweagent import import_mini_swe_agent
 from .otel import import_otel
 from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
     raw_suffix
+from .webshop import import_webshop_notebook, is_webshop_notebook
 from .whoandwhen import import_who_and_when
 
 CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
@@ -32,8 +33,9 @@ CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
     "who-and-when": import_who_and_when,
     "tau-bench": import_tau_bench,
     "openai-chat": import_openai_chat,
+    "react-webshop": import_webshop_notebook,
 }
-MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel"})
+MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "react-webshop"})
 """Formats whose one file holds many runs: `OUT/<file stem>/<run>.jsonl`."""
 
 Progress = Callable[[int, int, str], None]
@@ -48,7 +50,8 @@ def detect(data: Any) -> str | None:
     - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
     - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
     - a list of objects with `task_id` and `traj`: tau-bench;
-    - a list of objects with `role`, or an object with `messages`: openai-chat.
+    - a list of objects with `role`, or an object with `messages`: openai-chat;
+    - a Jupyter notebook (`cells`) that printed WebShop episodes: react-webshop.
     """
     if isinstance(data, Archive):
         return "inspect"
@@ -65,6 +68,8 @@ def detect(data: Any) -> str | None:
             return "who-and-when"
         if "messages" in data:
             return "openai-chat"
+        if is_webshop_notebook(data):
+            return "react-webshop"
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         if OTLP_KEY in data[0]:

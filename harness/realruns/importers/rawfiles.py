@@ -22,17 +22,18 @@ import jsonlines
 from imprint_core.errors import UserInputError
 from imprint_core.files import json_lines
 
-FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat")
+FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat", "react-webshop")
 """The importable formats, in the order detection tries them."""
 
 FOLDER_SUFFIXES = (".traj.json.gz", ".otlp.jsonl", ".otlp.json", ".traj.json", ".json.gz", ".json", ".eval")
 """Raw suffixes a folder walk picks up (longest first, so `.traj.json.gz`
 wins over `.json.gz`); the output name replaces the suffix by `.jsonl`."""
 
-FILE_SUFFIXES = FOLDER_SUFFIXES + (".jsonl.gz", ".jsonl")
+FILE_SUFFIXES = FOLDER_SUFFIXES + (".jsonl.gz", ".jsonl", ".ipynb")
 """Suffixes stripped from a file named on the command line. JSON-lines
 files are read only when named: a folder walk would otherwise take
-`index.jsonl` (mini-swe-agent's outcome index) for a trajectory."""
+`index.jsonl` (mini-swe-agent's outcome index) for a trajectory, and a
+notebook (ReAct's WebShop run) any notebook of analysis beside the runs."""
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"

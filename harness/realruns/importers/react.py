@@ -205,6 +205,10 @@ WEBSHOP_CELL = 7
 """The cell of `WebShop.ipynb` whose output holds the 500 episodes (`run_episodes(prompt1, 500)`)."""
 WEBSHOP_INVALID = "Invalid action!"
 """WebShop rejected the click (no such element on the page): error."""
+WEBSHOP_RUNNING_MEAN = re.compile(r"^(\d+) (\S+) (\S+) (\S+)\n-------------$", re.M)
+"""The line `run_episodes` prints after each episode: episodes so far, their
+mean reward, the share with reward 1 and the share that raised (`n r sr fr`),
+under a rule of 13 dashes. It is no part of the episode's last observation."""
 
 
 def webshop_episodes(text: str) -> dict[int, list[tuple[str, str]]]:
@@ -213,7 +217,9 @@ def webshop_episodes(text: str) -> dict[int, list[tuple[str, str]]]:
     out = {}
     for i in range(1, len(parts) - 1, 2):
         steps = []
-        for chunk in re.split(r"^Action: ", parts[i + 1], flags=re.M)[1:]:
+        body = parts[i + 1]
+        mean = WEBSHOP_RUNNING_MEAN.search(body)
+        for chunk in re.split(r"^Action: ", body[:mean.start()] if mean else body, flags=re.M)[1:]:
             action, _, obs = chunk.partition("\nObservation: ")
             steps.append((action.strip(), obs.strip()))
         out[int(parts[i])] = steps
@@ -240,7 +246,7 @@ def webshop_rounds(steps: list[tuple[str, str]]) -> tuple[str, list[Round], floa
         if not act:
             continue
         tool, arg = act.group(1), act.group(2)
-        if action == WEBSHOP_BUY:
+        if action == WEBSHOP_BUY and obs != WEBSHOP_INVALID:   # refused (not on a product page): the run goes on
             sc = WEBSHOP_SCORE.search(obs)
             score = float(sc.group(1)) if sc else None
             result = sc.group(0) if sc else obs
@@ -249,7 +255,8 @@ def webshop_rounds(steps: list[tuple[str, str]]) -> tuple[str, list[Round], floa
             break
         args = {"query": arg} if tool == "search" else {"element": arg}
         status = ERROR if obs == WEBSHOP_INVALID else observation_status(obs)
-        rounds.append(Round(len(rounds) + 1, [RoundCall(tool, args, classify_tool(tool, args), status, obs)]))
+        kind = WRITE if action == WEBSHOP_BUY else classify_tool(tool, args)
+        rounds.append(Round(len(rounds) + 1, [RoundCall(tool, args, kind, status, obs)]))
     return instruction, rounds, score
 
 

@@ -440,8 +440,11 @@ def test_tau_bench_runs(tmp_path):
                    ("book_reservation", WRITE, ERROR), ("transfer_to_human_agents", READ, OK)]
     assert first.labels == {"reward": 1.0, "task_id": 0, "num_rounds": 5, "trial": 0,
                             "user_turn_before_round": [1, 4], "source_format": "tau-bench",
-                            "source_file": str(tmp_path / "gpt-4o-airline.json.gz"), "instance_id": "0-0"}
+                            "source_file": str(tmp_path / "gpt-4o-airline.json.gz"), "instance_id": "0-0",
+                            "outcome": {"value": "success", "field": "reward", "raw": 1.0,
+                                        "from": f"{tmp_path / 'gpt-4o-airline.json.gz'} [0].reward"}}
     assert logs[1].rounds == [] and logs[1].labels["reward"] == 0.0
+    assert logs[1].labels["outcome"]["value"] == "failure"
 
 
 def test_openai_chat_rounds(tmp_path):
