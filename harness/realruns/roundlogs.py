@@ -33,12 +33,18 @@ USER_TURNS = ("reset", "ignore")
 
 @dataclass
 class RoundCall:
+    """One call as the agent made it: `tool` and `args` are the action it took
+    (what repetition rules compare), `result` what came back. `request`, where
+    the source has one, is what the agent was asked to do (Magentic-One's
+    Orchestrator instruction to WebSurfer, reworded every turn): kept for
+    reading, never part of the action."""
     tool: str
     args: dict[str, Any]
     kind: str
     status: str
     result: str
     segments: list[str] | None = None
+    request: str | None = None
 
 
 @dataclass
@@ -133,10 +139,10 @@ def parse_round_log(raw: str, p: str) -> RoundLog:
             where = f"calls[{i}]."
             if not isinstance(c, dict):
                 raise UserInputError("a call must be an object", file=p, line=no, key=f"calls[{i}]")
-            extra = set(c) - {"tool", "args", "kind", "status", "result", "segments"}
+            extra = set(c) - {"tool", "args", "kind", "status", "result", "segments", "request"}
             if extra:
                 raise UserInputError("unknown key", file=p, line=no, key=where + sorted(extra)[0],
-                                     expected="tool, args, kind, status, result")
+                                     expected="tool, args, kind, status, result, segments, request")
             tool = _need(c, "tool", str, p, no, where, "a tool name")
             args = c.get("args", {})
             if not isinstance(args, dict):
@@ -156,7 +162,11 @@ def parse_round_log(raw: str, p: str) -> RoundLog:
             segs = c.get("segments")
             if segs is not None and not (isinstance(segs, list) and all(isinstance(s, str) for s in segs)):
                 raise UserInputError("segments must be a list of strings", file=p, line=no, key=where + "segments")
-            calls.append(RoundCall(tool, args, kind, status, result, segs))
+            request = c.get("request")
+            if request is not None and not isinstance(request, str):
+                raise UserInputError("request must be a string", file=p, line=no, key=where + "request",
+                                     expected="what the agent was asked to do, as text")
+            calls.append(RoundCall(tool, args, kind, status, result, segs, request))
         log.rounds.append(Round(number, calls))
     return log
 

@@ -133,6 +133,8 @@ def render_round_log(log: RoundLog) -> str:
             call = {"tool": c.tool, "args": c.args, "kind": c.kind, "status": c.status, "result": c.result}
             if c.segments is not None:
                 call["segments"] = c.segments
+            if c.request is not None:
+                call["request"] = c.request
             calls.append(call)
         lines.append(json.dumps({"round": n, "calls": calls}, ensure_ascii=False))
     return "\n".join(lines) + "\n"

@@ -8,7 +8,16 @@ when no round comes after it).
 
 **Magentic-One.** The Orchestrator is the agent whose loop is replayed. A
 round is one instruction `Orchestrator (-> X)` and X's reply; the call's
-tool is X, its args `{"instruction": ...}`, its result the reply. Kinds
+tool is X and its result the reply. The call is the *action X took*, not
+the instruction, which the Orchestrator rewords every turn (six identical
+clicks on an unchanged page would otherwise be six different calls): a
+WebSurfer reply opens with the action it performed ("I clicked 'Email the
+Department'.", "I typed 'x' into 'y'.", "I scrolled down one page in the
+browser."; `WEB_ACTION`), which becomes its args `{"action": ...}`; a
+ComputerTerminal's action is the code it ran, `{"code": ...}`. Where the
+reply names no action (a summary, a file page, an unanswered instruction)
+the instruction is the action, `{"instruction": ...}`. The instruction is
+always kept as the call's `request`. Kinds
 (`AGENT_KINDS`): WebSurfer's clicks, typing, scrolling and navigation
 only move a browser and read the page it shows: reads; FileSurfer reads
 files; the Assistant (the Coder) writes text and code but runs nothing: a
@@ -37,6 +46,8 @@ from .rawfiles import Source, output_stem
 from .resultstatus import EMPTY, ERROR, shell_status, text_status
 
 INSTRUCTION = re.compile(r"^Orchestrator \(-> (.+)\)$")
+WEB_ACTION = re.compile(r"^I (?:clicked|typed|scrolled|input|hovered|selected|pressed|visited|navigated)\b[^\n]*")
+"""The first line of a WebSurfer reply that says what it did (MultimodalWebSurfer's action sentences)."""
 NEXT_SPEAKER = "Next speaker"
 """`Orchestrator (thought)` messages starting so only name the next speaker; they sit between an
 instruction and its reply."""
@@ -141,10 +152,10 @@ def magentic_one_rounds(history: list[dict]) -> tuple[list[Round], list[tuple[in
         while j < len(history) and history[j]["role"] == agent:
             replies.append(history[j]["content"])
             j += 1
-        kind, facts = AGENT_KINDS.get(agent, READ), None
+        kind, facts, blocks_run = AGENT_KINDS.get(agent, READ), None, None
         if agent in TERMINALS:
             blocks = next((b for h in reversed(history[:i + 1]) if (b := code_blocks(h["content"]))), [])
-            kind, facts = classify_code(blocks), _code_facts(blocks)
+            kind, facts, blocks_run = classify_code(blocks), _code_facts(blocks), blocks
         if replies:
             reply, cut = _cut_runtime_error("\n".join(replies))
             status, reply = (ERROR, reply) if cut and not reply.strip() else reply_status(agent, kind, reply, facts)
@@ -153,9 +164,23 @@ def magentic_one_rounds(history: list[dict]) -> tuple[list[Round], list[tuple[in
             reply, status, last = "", ERROR, i
         else:
             continue                      # the log ends on the instruction: it never ran
-        rounds.append(Round(len(rounds) + 1, [RoundCall(agent, {"instruction": m["content"]}, kind, status, reply)]))
+        action = magentic_action(agent, reply, blocks_run) or {"instruction": m["content"]}
+        rounds.append(Round(len(rounds) + 1, [RoundCall(agent, action, kind, status, reply, request=m["content"])]))
         spans.append((i, last))
     return rounds, spans
+
+
+def magentic_action(agent: str, reply: str, blocks: list[tuple[str, str]] | None) -> dict[str, Any]:
+    """The args of a Magentic-One call: the action its agent took (see the
+    module's rules), or `{"instruction": ...}` where the reply names none
+    (the caller passes the instruction back in as `request` either way)."""
+    if blocks:
+        return {"code": "\n".join(code for _, code in blocks)}
+    if agent == "WebSurfer":
+        m = WEB_ACTION.match(reply.lstrip())
+        if m:
+            return {"action": m.group(0).strip()}
+    return {}
 
 
 def ag2_rounds(history: list[dict]) -> tuple[list[Round], list[tuple[int, int]]]:

@@ -19,7 +19,8 @@ from harness.realruns.importers import (callkinds, chat, convert, minisweagent, 
 from harness.realruns.importers.callkinds import (ASK, READ, WRITE, classify_code, classify_shell, classify_tool,
                                                   code_blocks, python_writes, shell_facts)
 from harness.realruns.importers.resultstatus import EMPTY, ERROR, OK, shell_status, text_status
-from harness.realruns.roundlogs import read_round_log, replay
+from harness.realruns.roundlogs import read_round_log, replay, round_view
+from imprint_core.stoprules import build as build_rule
 from imprint_core.errors import UserInputError
 
 RAW = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "raw"
@@ -383,13 +384,31 @@ def test_magentic_one_rounds(tmp_path):
     assert got == [("WebSurfer", READ, OK), ("WebSurfer", READ, ERROR), ("FileSurfer", READ, ERROR),
                    ("Assistant", READ, OK), ("ComputerTerminal", READ, OK), ("WebSurfer", READ, EMPTY)]
     calls = [r.calls[0] for r in log.rounds]
-    assert calls[0].args == {"instruction": "Search for it."} and calls[0].result.startswith("I typed")
+    # the call is the action WebSurfer took; the Orchestrator's instruction is kept as the request
+    assert calls[0].args == {"action": "I typed 'it' into the search box."} and calls[0].result.startswith("I typed")
+    assert calls[0].request == "Search for it."
+    assert calls[1].args == {"instruction": calls[1].request}         # never answered: no action to name
+    assert set(calls[4].args) == {"code"} and calls[4].request      # a terminal's action: the code it ran
     assert calls[1].result == ""                                     # never answered, the run went on
     assert calls[4].result == "42"                                   # the program's output, no wrapper
     assert calls[5].result == "Nothing to summarize."                # the runtime's traceback is cut
     lab = log.labels
     assert lab["system"] == "magentic-one" and lab["correct"] is False and lab["instance_id"] == "q-1"
     assert lab["mistake_step"] == "5" and lab["mistake_round"] == 2 and lab["num_rounds"] == 6
+
+
+def test_six_identical_clicks_under_reworded_instructions_are_six_identical_calls():
+    history = [{"role": "human", "content": "Find the email."}]
+    for n in range(6):
+        history += [{"role": "Orchestrator (-> WebSurfer)", "content": f"Try clicking the link again, attempt {n}."},
+                    {"role": "WebSurfer", "content": "I clicked 'Email the Department'.\n\nHere is a screenshot of "
+                                                     "[Contact us](https://x.example/contact). The page is unchanged."}]
+    rounds, _ = whoandwhen.magentic_one_rounds(history)
+    views = [round_view(r) for r in rounds]
+    assert len({v.calls[0].action for v in views}) == 1
+    assert len({r.calls[0].request for r in rounds}) == 6
+    rule = build_rule("gemini-cli", {"threshold": 3})
+    assert [bool(rule.observe(v)) for v in views][:3] == [False, False, True]
 
 
 def test_magentic_one_terminal_kinds_and_statuses():
@@ -799,3 +818,17 @@ def test_tau_bench_matches_the_earlier_conversion(raw_out):
                     assert (ca.status, cb.status, cb.result) == (OK, EMPTY, "[]")
                     changed += 1
     assert changed > 0
+
+
+def test_a_call_s_request_survives_the_round_log_and_a_bad_one_is_named(tmp_path):
+    [log] = import_file(write_json(tmp_path / "Hand-Crafted" / "7.json", MAGENTIC))
+    out = tmp_path / "7.jsonl"
+    out.write_text(convert.render_round_log(log), encoding="utf-8")
+    back = read_round_log(out)
+    assert [c.request for r in back.rounds for c in r.calls] == [c.request for r in log.rounds for c in r.calls]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "imprint-rounds/1"}\n{"round": 1, "calls": [{"tool": "t", "kind": "read", '
+                   '"status": "ok", "request": 3}]}\n')
+    with pytest.raises(UserInputError) as e:
+        read_round_log(bad)
+    assert e.value.line == 2 and e.value.key == "calls[0].request"
