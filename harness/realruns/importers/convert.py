@@ -21,8 +21,9 @@ from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
 from .minisweagent import import_mini_swe_agent
 from .otel import import_otel
-from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
-    raw_suffix
+from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, TextLog, load, \
+    output_stem, raw_suffix
+from .react import import_fireact, import_reflexion, is_fireact, is_reflexion
 from .whoandwhen import import_who_and_when
 
 CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
@@ -32,8 +33,10 @@ CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
     "who-and-when": import_who_and_when,
     "tau-bench": import_tau_bench,
     "openai-chat": import_openai_chat,
+    "fireact": import_fireact,
+    "reflexion": import_reflexion,
 }
-MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel"})
+MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "fireact", "reflexion"})
 """Formats whose one file holds many runs: `OUT/<file stem>/<run>.jsonl`."""
 
 Progress = Callable[[int, int, str], None]
@@ -48,10 +51,14 @@ def detect(data: Any) -> str | None:
     - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
     - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
     - a list of objects with `task_id` and `traj`: tau-bench;
-    - a list of objects with `role`, or an object with `messages`: openai-chat.
+    - a list of objects with `role`, or an object with `messages`: openai-chat;
+    - an object of runs, each with `traj` and `em` or `reward`: fireact;
+    - a text file (`TextLog`) with `BEGIN TRIAL` and `BEGIN ... AGENTS` lines: reflexion.
     """
     if isinstance(data, Archive):
         return "inspect"
+    if isinstance(data, TextLog):
+        return "reflexion" if is_reflexion(data) else None
     if isinstance(data, dict) and OTLP_KEY in data:
         return "otel"
     if isinstance(data, dict) and isinstance(data.get("eval"), dict) \
@@ -65,6 +72,8 @@ def detect(data: Any) -> str | None:
             return "who-and-when"
         if "messages" in data:
             return "openai-chat"
+        if is_fireact(data):
+            return "fireact"
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         if OTLP_KEY in data[0]:
@@ -80,6 +89,9 @@ def describe_shape(data: Any) -> str:
     """What parsed data looks like, for a message saying it is no known format."""
     if isinstance(data, Archive):
         return "a zip archive"
+    if isinstance(data, TextLog):
+        first = next((line.strip() for line in data.text.splitlines() if line.strip()), "")
+        return f"a text file starting {first[:60]!r}"
     if isinstance(data, dict):
         keys = ", ".join(sorted(map(str, data))[:8]) or "none"
         return f"a JSON object with keys {keys}"
