@@ -52,7 +52,7 @@ def detect(data: Any) -> str | None:
     - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
     - a list of objects with `task_id` and `traj`: tau-bench;
     - a list of objects with `role`, or an object with `messages`: openai-chat;
-    - an object of runs, each with `traj` and `em` or `reward`: fireact;
+    - an object of runs, the first with `traj`, `em` or `reward`: fireact;
     - a text file (`TextLog`) with `BEGIN TRIAL` and `BEGIN ... AGENTS` lines: reflexion.
     """
     if isinstance(data, Archive):

@@ -156,8 +156,9 @@ def fireact_call(action: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[1][:-1]
 
 
-def fireact_steps(traj: list | str) -> tuple[str, list[tuple[str, str]]]:
-    """(question, [(action, observation)]) of a trajectory, a chat list or a Llama file's text."""
+def fireact_steps(traj: list | str) -> tuple[str, list[tuple[str, str | None]]]:
+    """(question, [(action, observation)]) of a trajectory, a chat list or a
+    Llama file's text; the observation is None where the log ends on the action."""
     if isinstance(traj, str):
         m = FIREACT_PROMPT.search(traj)
         question = m.group(1).strip() if m else ""
@@ -169,10 +170,11 @@ def fireact_steps(traj: list | str) -> tuple[str, list[tuple[str, str]]]:
         if m.get("role") != "assistant":
             continue
         action = fireact_action(m.get("content", ""))
+        if action is None:
+            continue
         nxt = traj[i + 1] if i + 1 < len(traj) else None
-        if action is None or nxt is None or nxt.get("role") != "user":
-            continue                               # no action, or the log ends on it: it never ran
-        steps.append((action, _strip_observation(nxt.get("content", ""))))
+        ran = nxt is not None and nxt.get("role") == "user"
+        steps.append((action, _strip_observation(nxt.get("content", "")) if ran else None))
     return question, steps
 
 
@@ -186,6 +188,8 @@ def fireact_rounds(traj: list | str) -> tuple[list[Round], str | None]:
         tool, arg = call
         if FINISH in tool.lower():                 # FireAct's own test: "finish" in the action type
             return rounds, arg
+        if observation is None:
+            break                                  # the log ends on the action: it never ran
         rounds.append(Round(len(rounds) + 1, [_call(tool, arg, observation)]))
     return rounds, None
 
@@ -204,12 +208,16 @@ def fireact_task(path: str | Path, key: str) -> str:
     return f"{m.group('task')}:{m.group('split')}-{key}" if m else f"{output_stem(Path(path).name)}:{key}"
 
 
+FIREACT_KEYS = ("traj", "em", "reward")
+"""A run of a FireAct trajs file has these (a run missing one is a malformed run, not another format)."""
+
+
 def is_fireact(data: Any) -> bool:
-    """A FireAct trajs file: an object whose first value is a run (`traj` and `em` or `reward`)."""
+    """A FireAct trajs file: an object whose first value is a run (any of `FIREACT_KEYS`)."""
     if not isinstance(data, dict) or not data:
         return False
     first = next(iter(data.values()))
-    return isinstance(first, dict) and "traj" in first and ("em" in first or "reward" in first)
+    return isinstance(first, dict) and any(k in first for k in FIREACT_KEYS)
 
 
 def fireact_log(key: str, run: Any, path: str | Path, src: Source | None = None) -> RoundLog:
@@ -253,6 +261,8 @@ answer) or halted (out of steps, no answer); an agent that answered wrongly
 at its last step is listed under both incorrect and halted, the same block."""
 STEP = re.compile(r"^(Thought|Action|Observation) (\d+): ?", re.M)
 """A numbered step of a Reflexion block; an observation runs to the next step (pages span lines)."""
+TRIAL_RULE = re.compile(r"(?:\s*^#+[ \t]*$)+\s*\Z", re.M)
+"""The `#####` rule that opens the next trial's header: not part of the block before it."""
 TRUTH = re.compile(r"\nCorrect answer: (.*)\s*$")
 """The block's last line: the question's answer (not part of the last observation)."""
 REFLECTION_PROMPT = "You have attempted to answer following question before"
@@ -291,7 +301,7 @@ def reflexion_blocks(text: str, src: Source | None = None) -> list[ReflexionBloc
         for s, sec in enumerate(sections):
             part = body[sec.end():sections[s + 1].start() if s + 1 < len(sections) else len(body)]
             chunks = ("\n" + part).split("\nQuestion:")[1:]
-            blocks += [ReflexionBlock(int(m.group(1)), sec.group(1), i, "Question:" + c.rstrip("\n"))
+            blocks += [ReflexionBlock(int(m.group(1)), sec.group(1), i, "Question:" + TRIAL_RULE.sub("", c).rstrip("\n"))
                        for i, c in enumerate(chunks, start=1)]
     return blocks
 
