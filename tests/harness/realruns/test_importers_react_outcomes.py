@@ -215,3 +215,22 @@ def test_decisions_are_documented():
     from test_importers import test_decisions_are_documented as check
     check(_script("build_fireact_hotpotqa"))
     check(_script("build_reflexion_hotpotqa"))
+
+
+@pytest.mark.parametrize("source", ["fireact-hotpotqa", "reflexion-hotpotqa"])
+def test_labelled_loops_and_repeats_redo_earlier_calls(source):
+    """Every round of a labelled loop or repeat sends a call sent before, with
+    the same result (the round P back, where a period is given): the labels
+    mark only word-for-word repetition."""
+    from harness.realruns.labels import load_labels
+    labels = load_labels([ROOT / "scenarios" / "labels" / f"labels-{source}.yaml"])
+    loops = 0
+    for name, label in labels.runs.items():
+        log = read_round_log(OUTCOMES / f"{name}.jsonl.gz")
+        seen = [(c.tool, c.args, c.result) for r in log.rounds for c in r.calls]
+        assert label.should_not_stop_before is None and log.labels["outcome"]["value"] in ("success", "failure")
+        for (a, b), period in [*zip(label.loops, label.periods), *((s, None) for s in label.repeats)]:
+            for r in range(a, b + 1):
+                assert seen[r - 1] == seen[r - 1 - period] if period else seen[r - 1] in seen[:r - 1], (name, r)
+        loops += len(label.loops)
+    assert loops == {"fireact-hotpotqa": 18, "reflexion-hotpotqa": 17}[source]
