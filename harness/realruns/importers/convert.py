@@ -21,8 +21,9 @@ from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
 from .minisweagent import import_mini_swe_agent
 from .otel import import_otel
-from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, load, output_stem, \
-    raw_suffix
+from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, TextLog, load, \
+    output_stem, raw_suffix
+from .react import import_fireact, import_reflexion, is_fireact, is_reflexion
 from .webshop import import_webshop_notebook, is_webshop_notebook
 from .whoandwhen import import_who_and_when
 
@@ -34,8 +35,10 @@ CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
     "tau-bench": import_tau_bench,
     "openai-chat": import_openai_chat,
     "react-webshop": import_webshop_notebook,
+    "fireact": import_fireact,
+    "reflexion": import_reflexion,
 }
-MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "react-webshop"})
+MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "react-webshop", "fireact", "reflexion"})
 """Formats whose one file holds many runs: `OUT/<file stem>/<run>.jsonl`."""
 
 Progress = Callable[[int, int, str], None]
@@ -51,10 +54,14 @@ def detect(data: Any) -> str | None:
     - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
     - a list of objects with `task_id` and `traj`: tau-bench;
     - a list of objects with `role`, or an object with `messages`: openai-chat;
+    - an object of runs, the first with `traj`, `em` or `reward`: fireact;
+    - a text file (`TextLog`) with `BEGIN TRIAL` and `BEGIN ... AGENTS` lines: reflexion;
     - a Jupyter notebook (`cells`) that printed WebShop episodes: react-webshop.
     """
     if isinstance(data, Archive):
         return "inspect"
+    if isinstance(data, TextLog):
+        return "reflexion" if is_reflexion(data) else None
     if isinstance(data, dict) and OTLP_KEY in data:
         return "otel"
     if isinstance(data, dict) and isinstance(data.get("eval"), dict) \
@@ -70,6 +77,8 @@ def detect(data: Any) -> str | None:
             return "openai-chat"
         if is_webshop_notebook(data):
             return "react-webshop"
+        if is_fireact(data):
+            return "fireact"
         return None
     if isinstance(data, list) and data and isinstance(data[0], dict):
         if OTLP_KEY in data[0]:
@@ -85,6 +94,9 @@ def describe_shape(data: Any) -> str:
     """What parsed data looks like, for a message saying it is no known format."""
     if isinstance(data, Archive):
         return "a zip archive"
+    if isinstance(data, TextLog):
+        first = next((line.strip() for line in data.text.splitlines() if line.strip()), "")
+        return f"a text file starting {first[:60]!r}"
     if isinstance(data, dict):
         keys = ", ".join(sorted(map(str, data))[:8]) or "none"
         return f"a JSON object with keys {keys}"

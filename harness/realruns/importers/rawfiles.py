@@ -5,7 +5,8 @@ gzip-compressed (recognised by its magic bytes, not its name). A JSON file
 of several lines, each an OTLP export (`resourceSpans`), is JSON lines
 whatever its name: OpenTelemetry's file exporters write one export a line.
 A zip archive, or a file named `.eval`, is not parsed here: it is an
-`Archive`, which only inspect_ai's reader opens. Every problem
+`Archive`, which only inspect_ai's reader opens. A file named `.txt` is a
+`TextLog` (Reflexion's trial logs are plain text), never parsed as JSON. Every problem
 becomes a `UserInputError` that names the file, the line (where the text has
 one) or the key path (`messages[4].tool_calls[0].function.name`), and the
 formats that can be imported, so the CLI prints one line and no traceback.
@@ -22,18 +23,23 @@ import jsonlines
 from imprint_core.errors import UserInputError
 from imprint_core.files import json_lines
 
-FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat", "react-webshop")
+FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat", "react-webshop", "fireact",
+           "reflexion")
 """The importable formats, in the order detection tries them."""
 
 FOLDER_SUFFIXES = (".traj.json.gz", ".otlp.jsonl", ".otlp.json", ".traj.json", ".json.gz", ".json", ".eval")
 """Raw suffixes a folder walk picks up (longest first, so `.traj.json.gz`
 wins over `.json.gz`); the output name replaces the suffix by `.jsonl`."""
 
-FILE_SUFFIXES = FOLDER_SUFFIXES + (".jsonl.gz", ".jsonl", ".ipynb")
-"""Suffixes stripped from a file named on the command line. JSON-lines
-files are read only when named: a folder walk would otherwise take
-`index.jsonl` (mini-swe-agent's outcome index) for a trajectory, and a
-notebook (ReAct's WebShop run) any notebook of analysis beside the runs."""
+TEXT_SUFFIXES = (".txt.gz", ".txt")
+"""Plain-text logs (Reflexion's trial logs), read as a `TextLog`."""
+
+FILE_SUFFIXES = FOLDER_SUFFIXES + (".jsonl.gz", ".jsonl", ".ipynb") + TEXT_SUFFIXES
+"""Suffixes stripped from a file named on the command line. JSON-lines and
+text files are read only when named: a folder walk would otherwise take
+`index.jsonl` (mini-swe-agent's outcome index) for a trajectory, or a
+README for a log; and a notebook (ReAct's WebShop run) any notebook of
+analysis beside the runs."""
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -102,6 +108,16 @@ class Archive:
         return f"Archive({str(self.path)!r})"
 
 
+class TextLog:
+    """A plain-text log (a file named `.txt`), handed to the importers as its text."""
+
+    def __init__(self, path: str | Path, text: str):
+        self.path, self.text = Path(path), text
+
+    def __repr__(self) -> str:
+        return f"TextLog({str(self.path)!r})"
+
+
 def _line_at(data: bytes, offset: int | None = None) -> int:
     return data.count(b"\n", 0, len(data) if offset is None else offset) + 1
 
@@ -163,8 +179,8 @@ def _json_error(exc: json.JSONDecodeError, text: str, src: Source, line_offset: 
 
 
 def load(path: str | Path, src: Source | None = None) -> Any:
-    """Parse a raw file: JSON, or JSON lines (a list of the lines' values) when
-    the name ends in `.jsonl` or `.jsonl.gz`."""
+    """Parse a raw file: JSON, JSON lines (a list of the lines' values) when
+    the name ends in `.jsonl` or `.jsonl.gz`, or a `TextLog` when it ends in `.txt`."""
     src = src or Source(path)
     raw = _read_bytes(path, src)
     if raw.startswith(ZIP_MAGIC) or Path(path).name.lower().endswith(ARCHIVE_SUFFIXES):
@@ -172,6 +188,8 @@ def load(path: str | Path, src: Source | None = None) -> Any:
     text = read_text(path, src, raw)
     if not text.strip():
         src.fail("empty file", line=1)
+    if Path(path).name.lower().endswith(TEXT_SUFFIXES):
+        return TextLog(path, text)
     if Path(path).name.lower().endswith((".jsonl", ".jsonl.gz")) or _otlp_lines(text):
         try:
             return [value for _, value in json_lines(text)]

@@ -1,10 +1,11 @@
 """The ReAct web-run importer (`harness.realruns.importers.react`) on
 small excerpts of its three sources (tests/fixtures/webruns/, MIT-licensed,
 see traces/webruns/LICENSE-NOTE.md), and the committed corpus against its
-labels."""
+labels and its build script (benchmarks/corpora/build_webruns.py)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from harness.realruns.importers import react
@@ -20,23 +21,38 @@ CORPUS = ROOT / "traces" / "webruns"
 LABELS = ROOT / "scenarios" / "labels" / "labels-webruns.yaml"
 
 
+def _build():
+    sys.path.insert(0, str(ROOT / "benchmarks" / "corpora"))
+    try:
+        import build_webruns
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks" / "corpora"))
+    return build_webruns
+
+
+build = _build()
+
+
 def test_fireact_rounds_are_searches_and_finish_is_the_answer():
     data = json.loads((FIX / "fireact-mini.json").read_text(encoding="utf-8"))
-    [log] = react.import_fireact(data, ["2401"], react.FIREACT)
+    [log] = build.fireact_logs(data, ["2401"], build.FIREACT)
     assert [r.calls[0].status for r in log.rounds] == [EMPTY, EMPTY, OK, OK]      # `None`: Google found nothing
     call = log.rounds[2].calls[0]
     assert (call.tool, call.args, call.kind, call.result) == (
         "search", {"query": "American indie rock group Jesse Sandoval"}, READ, "The Shins")
     assert log.labels["finish"] == "The Shins" and log.labels["em"] is True and log.labels["num_rounds"] == 4
-    assert log.labels["commit"] == react.FIREACT["commit"] and log.labels["license"] == "MIT"
+    assert log.labels["commit"] == build.FIREACT["commit"] and log.labels["license"] == "MIT"
     again = parse_round_log(render_round_log(log), "x.jsonl")                      # the format round-trips
     assert [r.calls[0].result for r in again.rounds] == [r.calls[0].result for r in log.rounds]
+    assert render_round_log(log) == (CORPUS / "fireact-hotpotqa" / "2401.jsonl").read_text(encoding="utf-8")
 
 
 def test_fireact_run_without_search_has_no_rounds():
     data = json.loads((FIX / "fireact-mini.json").read_text(encoding="utf-8"))
-    [log] = react.import_fireact(data, ["6238"], react.FIREACT)
+    log = react.fireact_log("6238", data["6238"], FIX / "fireact-mini.json")
     assert log.rounds == [] and log.labels["finish"] == "Seth MacFarlane"
+    assert log.labels["outcome"] == {"value": "success", "field": "em", "raw": True,
+                                     "from": f"{FIX / 'fireact-mini.json'}#6238"}
 
 
 def test_reflexion_blocks_lookup_and_not_found():
@@ -72,7 +88,7 @@ def test_committed_corpus_is_labelled_and_valid():
         label = labels.for_run(log.name, None, str(f))
         assert label is not None and log.labels["correct"] is True, f
         assert 1 <= label.should_not_stop_before <= len(log.rounds), f
-        assert len(log.rounds) >= react.MIN_ROUNDS
+        assert len(log.rounds) >= build.MIN_ROUNDS
     shop = [read_round_log(f) for f in files if f.parent.name == "react-webshop"]
     assert len(shop) == 17 and all(log.rounds[-1].calls[0].kind == WRITE for log in shop)
 
@@ -89,10 +105,13 @@ def test_webshop_episode_purchase_is_the_last_round():
     assert rounds[0].calls[0].args == {"query": "large pink tankini swimsuit loose-fitting"}
     assert rounds[-1].calls[0].result == "Your score (min 0.0, max 1.0): 1.0"          # the run's tally cut off
     assert react.webshop_rounds(episodes[442])[2] == 0.0
-    [log] = react.import_webshop(text, [316], react.WEBSHOP)
-    assert log.labels["correct"] is True and log.labels["commit"] == react.WEBSHOP["commit"]
+    [log] = react.import_webshop(text, [316], build.WEBSHOP)
+    assert log.labels["correct"] is True and log.labels["commit"] == build.WEBSHOP["commit"]
+    [log] = react.import_webshop(text, [115], build.WEBSHOP)                       # the committed run, byte for byte
+    assert render_round_log(log) == (CORPUS / "react-webshop" / "115.jsonl").read_text(encoding="utf-8")
 
 
 def test_decisions_are_documented():
     from test_importers import test_decisions_are_documented as check
     check(react)
+    check(build)

@@ -193,7 +193,7 @@ def test_compare_judges_the_imported_runs_like_any_other(tmp_path, capsys):
                  "--out", str(tmp_path / "cmp"), "--no-disk-cache"]) == 0
     capsys.readouterr()
     cells = json.loads((tmp_path / "cmp" / "compare.json").read_text())["cells"]
-    (cell,) = [c for c in cells if c["part"] == "all" and c["corpus"] != "all"]
+    (cell,) = [c for c in cells if c["part"] == "all" and c["corpus"] != "all" and c["rule"] == "record[patience=9]"]
     assert (cell["runs"], cell["useful"], cell["premature"], cell["loops"], cell["caught"]) == (8, 4, 1, 4, 4)
     # stops at 10, 10, 10 and 12: 8 rounds after each loop's start
     assert sorted(cell["latencies"]) == [8, 8, 8, 8]
