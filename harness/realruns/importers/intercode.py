@@ -40,7 +40,9 @@ Mapping (one rule each, here):
   are errors; SQL's empty result set (`[]`, `None`) is empty; bash and CTF
   commands go through `resultstatus.shell_status` with exit 0 where the
   log's `valid_action` is true (the environment's `exit_code == 0`) and 1
-  where it is false; Python's test verdicts are evidence (ok).
+  where it is false, a failed one that printed a usage complaint
+  (`resultstatus.USAGE_ERROR_OUTPUT`) an error; Python's test verdicts are
+  evidence (ok).
 
 **Outcome**: success when `summary.max_reward == 1` (InterCode's reward is
 1 only when the state and the answer both match the gold), failure when it
@@ -61,9 +63,10 @@ from ..outcomes import outcome_label
 from ..roundlogs import Round, RoundCall, RoundLog
 from .callkinds import READ, WRITE, classify_sql, python_writes, shell_facts
 from .rawfiles import Source, output_stem
-from .resultstatus import EMPTY, ERROR, ERROR_OUTPUT, OK, shell_status
+from .resultstatus import EMPTY, ERROR, ERROR_OUTPUT, OK, USAGE_ERROR_OUTPUT, shell_status
 
 SOURCE_FORMAT = "intercode"
+"""The format's name (`FORMATS`, the header's `source_format`)."""
 
 TOOLS = {"ic_sql": ("sql", "query"), "ic_bash": ("bash", "command"), "ic_ctf": ("bash", "command"),
          "ic_python": ("python", "code")}
@@ -104,21 +107,19 @@ PYTHON_ERROR = "Error executing action"
 
 
 def runs_of(data: Any) -> dict | None:
-    """The runs of parsed data (a Plan & Solve file's `logs`), None when it is not an InterCode results file."""
+    """The runs of parsed data: the object itself, or a Plan & Solve file's
+    `logs`; None when it is no non-empty object."""
     if isinstance(data, dict) and isinstance(data.get("logs"), dict) and isinstance(data.get("meta"), dict):
         data = data["logs"]
-    if not isinstance(data, dict) or not data:
-        return None
-    first = next(iter(data.values()))
-    if isinstance(first, dict) and "turn_history" in first and first.get("environment") in TOOLS:
-        return data
-    return None
+    return data if isinstance(data, dict) and data else None
 
 
 def is_intercode(data: Any) -> bool:
-    """Whether parsed data is an InterCode results file (by shape: runs with
-    `turn_history` and an `ic_*` environment)."""
-    return runs_of(data) is not None
+    """Whether parsed data is an InterCode results file, by shape: its first
+    run has `turn_history` and an `ic_*` environment."""
+    runs = runs_of(data)
+    first = next(iter(runs.values())) if runs else None
+    return isinstance(first, dict) and "turn_history" in first and first.get("environment") in TOOLS
 
 
 def agent_of(path: str | Path) -> dict[str, Any]:
@@ -177,7 +178,9 @@ def _shell_status(command: str, obs: str, valid: bool | None) -> tuple[str, str]
     if obs.startswith(ENV_FAILURES):
         return facts.kind, ERROR
     if valid is None:       # no exit code logged: what the output says
-        valid = not ERROR_OUTPUT.search(obs)
+        valid = not (ERROR_OUTPUT.search(obs) or USAGE_ERROR_OUTPUT.search(obs))
+    if not valid and USAGE_ERROR_OUTPUT.search(obs):
+        return facts.kind, ERROR
     return facts.kind, shell_status(facts.kind, 0 if valid else 1, obs, facts)
 
 
@@ -207,9 +210,10 @@ def round_call(environment: str, action: str, observation: str, valid: bool | No
 
 
 def episode_rounds(run: dict, src: Source, key: str) -> tuple[list[Round], str]:
-    """The rounds of one run and what ended it (`ended`: `reward` (1 reached),
-    `submit`, `forced submit` (ReAct at the turn limit), `skip`, `blocked`
-    (the policy failed), `turns` (the limit, or the plan's last step))."""
+    """The rounds of one run and what ended it (`ended`: `reward` (1 reached
+    at the last turn), `submit`, `forced submit` (ReAct at the turn limit),
+    `skip`, `blocked` (the policy failed), `plan` (Plan & Solve's last step),
+    `turns` (the limit))."""
     env = run["environment"]
     th = src.get(run, "turn_history", dict, key + ".", "an object with actions and observations")
     actions = src.get(th, "actions", list, key + ".turn_history.", "the agent's actions (a list)")
@@ -221,7 +225,8 @@ def episode_rounds(run: dict, src: Source, key: str) -> tuple[list[Round], str]:
         src.fail(f"{len(observations)} observations for {len(actions)} actions", key=key + ".turn_history.observations",
                  expected="one observation per action that ran")
     rounds: list[Round] = []
-    ended = "reward" if rewards and rewards[-1] == 1 else "turns"
+    ones = [i for i, r in enumerate(rewards) if r == 1]
+    ended = "reward" if ones and ones[0] == len(rewards) - 1 else "plan" if "steps" in th else "turns"
     for i, action in enumerate(actions):
         where = f"{key}.turn_history.actions[{i}]"
         if not isinstance(action, str):
@@ -272,7 +277,7 @@ def convert_run(name: str, run: Any, src: Source, provenance: dict[str, Any], ag
         "task_id": task_key(run), "run_id": name, "environment": env, "dataset": run.get("dataset"),
         "query": run.get("query"), "hardness": run.get("hardness"),
         "strategy": agent["strategy"], "model": agent["model"], "turns_limit": agent["turns_limit"],
-        "handicap": agent["handicap"], "outcome": outcome_of_run(run, where),
+        "handicap": agent["handicap"], "turns_max": summary.get("turns_max"), "outcome": outcome_of_run(run, where),
         "max_reward": summary.get("max_reward"), "max_reward_idx": summary.get("max_reward_idx"),
         "rewards": rewards, "success_round": first_one + 1 if first_one is not None and first_one < len(rounds)
         else None, "ended": ended, "num_rounds": len(rounds),
