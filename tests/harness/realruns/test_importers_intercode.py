@@ -175,8 +175,8 @@ def test_sql_kinds(query, kind):
     assert classify_sql(query) == kind
 
 
-@given(st.lists(st.sampled_from(["SELECT a FROM t", "SHOW TABLES", "DESC t", "SELECT count(*) FROM t WHERE x = 'update'"]),
-                min_size=1, max_size=4),
+@given(st.lists(st.sampled_from(["SELECT a FROM t", "SHOW TABLES", "DESC t",
+                                 "SELECT count(*) FROM t WHERE x = 'update'"]), min_size=1, max_size=4),
        st.sampled_from(["INSERT INTO t VALUES (2)", "DROP TABLE t", "UPDATE t SET a = 1", "CREATE TABLE u (a INT)"]),
        st.integers(min_value=0, max_value=4))
 def test_one_writing_statement_makes_a_write(reads, write, at):
