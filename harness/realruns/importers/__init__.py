@@ -2,14 +2,16 @@
 
 Formats (`FORMATS`): `inspect` (inspect_ai eval logs), `otel` (OTLP JSON
 traces, GenAI conventions or OpenInference), `mini-swe-agent`,
-`who-and-when` (Magentic-One and AG2), `tau-bench`, the generic
-`openai-chat` message list, and the ReAct question-answering logs `fireact`
-(FireAct's trajs files) and `reflexion` (Reflexion's trial logs, text). The mapping's decisions live where they are
+`who-and-when` (Magentic-One and AG2), `intercode` (InterCode's SQL, bash,
+Python and CTF results files), `tau-bench`, the generic `openai-chat`
+message list, ReAct's WebShop notebook `react-webshop`, and the ReAct
+question-answering logs `fireact` (FireAct's trajs files) and `reflexion`
+(Reflexion's trial logs, text). The mapping's decisions live where they are
 applied, one documented constant or function each: what a call is in
 `callkinds` (a shell command line cut by `shellsyntax`; a corpus's
 overrides in `toolkinds`), what its result counts as in `resultstatus`;
 what a round is in each format's module (`chat`, `inspect`, `otel`,
-`minisweagent`, `whoandwhen`, `react`).
+`minisweagent`, `whoandwhen`, `intercode`, `react`, `webshop`).
 
     detect_format(path) -> str
     import_file(path, fmt=None) -> list[RoundLog]          # one per trajectory

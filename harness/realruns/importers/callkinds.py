@@ -205,6 +205,48 @@ def classify_shell(command: str) -> str:
     return shell_facts(command).kind
 
 
+# ---- SQL statements (InterCode's SQL environment): read or write ----------------------------------
+
+SQL_READ_STATEMENTS = frozenset({"select", "show", "describe", "desc", "explain", "use", "with", "help", "values",
+                                 "table"})
+"""Statements that only look: queries, the schema, the plan; `use db` picks
+the session's database and changes no data. A statement whose first word
+is neither these nor `SQL_WRITE_STATEMENTS` (the model's prose sent as a
+query) changes nothing either: a read."""
+
+SQL_WRITE_STATEMENTS = frozenset({"insert", "update", "delete", "replace", "merge", "create", "drop", "alter",
+                                  "truncate", "rename", "grant", "revoke", "load", "lock", "set", "call", "commit",
+                                  "rollback", "vacuum", "optimize", "repair"})
+"""Statements that change the database (data, schema, privileges, the
+session's variables and locks, a transaction's fate; `call` runs a stored
+procedure, which may write): a write."""
+
+SQL_DML_IN_QUERY = re.compile(r"\b(?:insert\s+into|update\s+\w+\s+set|delete\s+from|into\s+(?:outfile|dumpfile))\b",
+                              re.I)
+"""A `WITH ...` or `SELECT ...` that writes all the same: a common table
+expression feeding an INSERT, UPDATE or DELETE, or `SELECT ... INTO OUTFILE`."""
+
+_SQL_COMMENTS = re.compile(r"--[^\n]*|#[^\n]*|/\*.*?\*/", re.S)
+_SQL_STRINGS = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`", re.S)
+
+
+def classify_sql(query: str) -> str:
+    """`read` or `write` for SQL text: a write when any of its statements
+    starts with a word of `SQL_WRITE_STATEMENTS`, or a query holds DML or
+    writes a file (`SQL_DML_IN_QUERY`); otherwise a read."""
+    text = _SQL_COMMENTS.sub(" ", _SQL_STRINGS.sub("''", query))
+    for statement in text.split(";"):
+        words = statement.split()
+        if not words:
+            continue
+        first = words[0].lower().strip("(")
+        if first in SQL_WRITE_STATEMENTS:
+            return WRITE
+        if first in SQL_READ_STATEMENTS and SQL_DML_IN_QUERY.search(statement):
+            return WRITE
+    return READ
+
+
 # ---- code blocks (AG2's Computer_terminal, Magentic-One's ComputerTerminal) --------------------------
 
 CODE_BLOCK = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)```", re.S)

@@ -19,6 +19,7 @@ from ...conventions import expand_paths
 
 from .chat import import_openai_chat, import_tau_bench
 from .inspect import import_inspect
+from .intercode import import_intercode, is_intercode
 from .minisweagent import import_mini_swe_agent
 from .otel import import_otel
 from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, TextLog, load, \
@@ -37,8 +38,9 @@ CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
     "react-webshop": import_webshop_notebook,
     "fireact": import_fireact,
     "reflexion": import_reflexion,
+    "intercode": import_intercode,
 }
-MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "react-webshop", "fireact", "reflexion"})
+MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "react-webshop", "fireact", "reflexion", "intercode"})
 """Formats whose one file holds many runs: `OUT/<file stem>/<run>.jsonl`."""
 
 Progress = Callable[[int, int, str], None]
@@ -52,6 +54,7 @@ def detect(data: Any) -> str | None:
     - an object with `resourceSpans`, or a list of them (JSON lines): otel (OTLP JSON);
     - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
     - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
+    - an object of runs with `turn_history` and an `ic_*` environment (or such an object under `logs`): intercode;
     - a list of objects with `task_id` and `traj`: tau-bench;
     - a list of objects with `role`, or an object with `messages`: openai-chat;
     - an object of runs, the first with `traj`, `em` or `reward`: fireact;
@@ -73,6 +76,8 @@ def detect(data: Any) -> str | None:
             return "mini-swe-agent"
         if "history" in data and any(k in data for k in ("mistake_agent", "question", "is_correct", "is_corrected")):
             return "who-and-when"
+        if is_intercode(data):
+            return "intercode"
         if "messages" in data:
             return "openai-chat"
         if is_webshop_notebook(data):

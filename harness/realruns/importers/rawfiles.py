@@ -23,8 +23,8 @@ import jsonlines
 from imprint_core.errors import UserInputError
 from imprint_core.files import json_lines
 
-FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "tau-bench", "openai-chat", "react-webshop", "fireact",
-           "reflexion")
+FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "intercode", "tau-bench", "openai-chat", "react-webshop",
+           "fireact", "reflexion")
 """The importable formats, in the order detection tries them."""
 
 FOLDER_SUFFIXES = (".traj.json.gz", ".otlp.jsonl", ".otlp.json", ".traj.json", ".json.gz", ".json", ".eval")

@@ -32,6 +32,18 @@ ERROR_OUTPUT = re.compile(
 tracebacks, `command not found`, missing files, `error:`/`fatal:`/`usage:`
 (git, patch, argparse), pytest's `ERROR: not found`, `SomethingError: ...`."""
 
+USAGE_ERROR_OUTPUT = re.compile(
+    r"^(?:.*Try '[^'\n]*--help'"
+    r"|\S+: (?:.*: )?(?:missing|invalid|unrecognized) (?:argument|operand|option)"
+    r"|\S+: (?:.*: )?option requires an argument|\S+: (?:.*: )?too many arguments"
+    r"|\S+: (?:.*: )?cannot (?:open|access|execute|stat|create)\b|\S+: paths must precede expression)", re.M)
+"""A program refusing its command line or its input (GNU's `Try 'cut --help'`,
+`find: missing argument to -exec`, `tr: missing operand`, `awk: cannot
+open`): with a non-zero exit, an error. Not yet part of `shell_status`'s
+rule, which the raw corpora are converted by when loaded (adding it there
+would move their statuses); the InterCode importer, whose bash runs are
+full of such refusals, applies it to the commands its log marks as failed."""
+
 CODE_RUNNERS = frozenset({"python", "python2", "python3", "pytest", "py.test", "tox", "nox", "coverage", "node",
                           "ruby", "rspec", "go", "cargo", "java", "mvn", "gradle", "make", "ctest", "php", "perl"})
 """Programs that run the code under work (an interpreter, a test runner, a

@@ -14,8 +14,8 @@ import pytest
 from harness.realruns import importers
 from harness.cli import build_parser, import_runs, main as imprint
 from harness.realruns.importers import FORMATS, detect_format, import_file, import_paths
-from harness.realruns.importers import (callkinds, chat, convert, minisweagent, rawfiles, resultstatus, shellsyntax,
-                                        whoandwhen)
+from harness.realruns.importers import (callkinds, chat, convert, intercode, minisweagent, rawfiles, resultstatus,
+                                        shellsyntax, whoandwhen)
 from harness.realruns.importers.callkinds import (ASK, READ, WRITE, classify_code, classify_shell, classify_tool,
                                                   code_blocks, python_writes, shell_facts)
 from harness.realruns.importers.resultstatus import EMPTY, ERROR, OK, shell_status, text_status
@@ -745,7 +745,7 @@ VOCABULARY = {"READ", "WRITE", "ASK", "OK", "EMPTY", "ERROR", "CHAT_ROLES", "GZI
               "GREP", "FIND_GREP", "PYTHON"}
 
 
-@pytest.mark.parametrize("module", [callkinds, resultstatus, shellsyntax, chat, minisweagent, whoandwhen,
+@pytest.mark.parametrize("module", [callkinds, resultstatus, shellsyntax, chat, minisweagent, whoandwhen, intercode,
                                     rawfiles, convert, import_runs])
 def test_decisions_are_documented(module):
     """Public constants carry a docstring (or are plain vocabulary named in
