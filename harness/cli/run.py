@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -58,14 +59,20 @@ def run(args: argparse.Namespace) -> int:
     runs = []
     err = console(stderr=True)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    with Progress(TextColumn("[bold]imprint run"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err, transient=True,
-                  disable=args.json or not err.is_terminal) as progress:
-        task = progress.add_task("", total=len(scenarios))
-        for scn, f in zip(scenarios, files):
-            progress.update(task, description=scn.name)
-            runs.append(run_scenario(scn, stage / f"{f.stem}.jsonl", run_id=run_id))
-            progress.advance(task)
+    try:
+        with Progress(TextColumn("[bold]imprint run"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=err, transient=True,
+                      disable=args.json or not err.is_terminal) as progress:
+            task = progress.add_task("", total=len(scenarios))
+            for scn, f in zip(scenarios, files):
+                progress.update(task, description=scn.name)
+                runs.append(run_scenario(scn, stage / f"{f.stem}.jsonl", run_id=run_id))
+                progress.advance(task)
+    except BaseException:
+        # A refused input (a rule that cannot be resolved, a user's rule that raised) or an interrupt:
+        # the run is void and its traces with it; only a killed process leaves a staging folder.
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     rows = [r.row() for r in runs]
     for row in rows:    # each trace as it is named once the folder is complete
         if row["trace"]:
