@@ -9,6 +9,10 @@ from typing import Sequence
 from imprint_core.errors import UserInputError
 
 DEFAULT_GATE_CONFIG = "reports/gate.toml"
+RUN_OUTPUTS = "reports/run"
+"""Where a command writes by default (ignored by git): the committed reports
+(reports/compare/, reports/tune/, reports/latest/) change only when named
+with --out, as `make tune` and `make snapshot` do."""
 
 
 def gate_config(path: str):
