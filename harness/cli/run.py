@@ -16,24 +16,29 @@ from imprint_core.files import atomic_write_text, clean_stale, staging_dir
 
 from ..conventions import EXIT_FAILED, EXIT_INPUT, EXIT_OK
 from .console import console
+from .inputs import SCENARIO_LIBRARY
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="run scenario files on the virtual clock and check their expectations",
                        description="Run scenarios (default: all of scenarios/), write one JSONL trace each under "
                                    "traces/runs/<run-id>/, print a table; exit 1 if any expectation fails.")
-    r.add_argument("paths", nargs="*", metavar="PATH", help="scenario files or directories (default: scenarios)")
+    r.add_argument("paths", nargs="*", metavar="PATH",
+                   help=f"scenario files or directories (default: {SCENARIO_LIBRARY})")
     r.add_argument("--json", action="store_true", help="print the results as JSON")
     r.add_argument("--traces", default="traces/runs", help="where run folders go (default: traces/runs)")
+    r.add_argument("--run-id", metavar="ID", help="the run folder's name under --traces, which must not exist yet "
+                                                 "(default: the start time and 4 hex digits); `make run` names its "
+                                                 "own, to judge that run and no other")
     r.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..scenarios import load_scenario, scenario_files
     from ..scenarios.runner import run_scenario
-    files = scenario_files(args.paths or ["scenarios"])
+    files = scenario_files(args.paths or [SCENARIO_LIBRARY])
     if not files:
-        raise UserInputError("no scenario files (*.yaml) found", file=" ".join(args.paths or ["scenarios"]))
+        raise UserInputError("no scenario files (*.yaml) found", file=" ".join(args.paths or [SCENARIO_LIBRARY]))
     scenarios, problems = [], []
     for f in files:
         try:
@@ -44,8 +49,14 @@ def run(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
         return EXIT_INPUT
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+    run_id = args.run_id if args.run_id is not None else time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     out_dir = Path(args.traces) / run_id
+    if args.run_id is not None:
+        named = bool(run_id.strip()) and run_id == Path(run_id).name and not run_id.startswith(".")
+        if not named or out_dir.exists():
+            raise UserInputError(f"{run_id!r}: " + ("exists already" if named else "not a folder name"),
+                                 key="--run-id", file=str(out_dir) if named else None,
+                                 expected="a new folder name under --traces, without / and not starting with a dot")
     # Written under a staging name and renamed once summary.json is in: a run
     # folder under its final name is complete; a crash's staging folder is
     # removed by the next run.
