@@ -75,10 +75,12 @@ def run(args: argparse.Namespace) -> int:
                       TextColumn("{task.description}"), console=err, transient=True,
                       disable=args.json or not err.is_terminal) as progress:
             task = progress.add_task("", total=len(scenarios))
-            for scn, f in zip(scenarios, files):
+            for i, (scn, f) in enumerate(zip(scenarios, files), start=1):
                 progress.update(task, description=scn.name)
                 runs.append(run_scenario(scn, stage / f"{f.stem}.jsonl", run_id=run_id))
                 progress.advance(task)
+                if not err.is_terminal:     # a log gets a line per scenario where a terminal gets the bar
+                    _print_finished(runs[-1], i, len(scenarios))
     except BaseException:
         # A refused input (a rule that cannot be resolved, a user's rule that raised) or an interrupt:
         # the run is void and its traces with it; only a killed process leaves a staging folder.
@@ -97,6 +99,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_run_table(rows, summary)
     return EXIT_OK if summary["failed"] == 0 else EXIT_FAILED
+
+
+def _print_finished(run, i: int, total: int) -> None:
+    row = run.row()
+    verdict = "pass" if row["passed"] else "FAIL: " + "; ".join(row["failures"])
+    print(f"imprint run [{i}/{total}] {row['scenario']}: {verdict} ({row['stop_reason'] or '-'}, "
+          f"{_n(row['rounds'])} round(s), {run.wall_seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 def _print_run_table(rows: list[dict], summary: dict) -> None:
