@@ -131,3 +131,11 @@ def test_a_run_refused_at_rule_resolution_leaves_nothing(tmp_path: Path, capsys)
     # and the next run has no stale folder to warn about
     assert main(["run", str(scn), "--traces", str(runs)]) == 2
     assert "staging" not in capsys.readouterr().err and list(runs.iterdir()) == []
+
+
+def test_a_rule_file_that_exits_while_loading_is_named(setup, tmp_path: Path, capsys) -> None:
+    rule = tmp_path / "exits.py"
+    rule.write_text("import sys\nsys.exit(0)\n")
+    assert main(["replay", str(setup["logs"]), "--rule", f"{rule}:make"]) == 2
+    err = capsys.readouterr().err
+    assert f"{rule}: --rule: the rule file failed while loading: SystemExit" in err
