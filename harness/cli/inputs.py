@@ -89,7 +89,10 @@ def judged_run(given: str | None, inputs: dict, *, given_paths: bool = False) ->
     if not inputs["latest_run"]:
         return None, "none (the config's inputs.latest_run is false)", True
     run = newest_run(inputs["runs_dir"])
-    return (run, run.describe(), True) if run else (None, f"none: no complete run under {inputs['runs_dir']}/ (run `imprint run` first, or name one with --run DIR)", False)
+    if run is None:
+        return None, (f"none: no complete run under {inputs['runs_dir']}/ (run `imprint run` first, or name one "
+                      "with --run DIR)"), False
+    return run, run.describe(), True
 
 
 def latest_run_dir(runs_dir: str | Path) -> Path | None:
@@ -153,12 +156,11 @@ def gate_inputs(inputs: dict, run: Path | None = _NEWEST) -> tuple[list[Path], l
     """A gate config's [inputs]: the default traces plus the configured round
     logs, with a note for each round-log path that is absent; `run`, where
     given, in place of the newest run (None: no run)."""
-    newest = run is _NEWEST and inputs["latest_run"]
-    paths = default_inputs(inputs["traces"], newest, inputs["runs_dir"])
-    if run is not _NEWEST and run is not None:
-        paths.append(Path(run))
+    if run is _NEWEST:
+        run = latest_run_dir(inputs["runs_dir"]) if inputs["latest_run"] else None
+    paths = default_inputs(inputs["traces"], False, inputs["runs_dir"]) + ([Path(run)] if run is not None else [])
     notes = [f"incomplete run {p} (interrupted before its summary.json); skipped"
-             for p in (incomplete_runs(inputs["runs_dir"]) if newest else [])]
+             for p in (incomplete_runs(inputs["runs_dir"]) if inputs["latest_run"] else [])]
     for rl in inputs["round_logs"]:
         if Path(rl).exists():
             paths.append(Path(rl))

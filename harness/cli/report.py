@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "overshoot.",
         epilog=f"Without TRACES: the gate config's [inputs] as `imprint check` reads them (traces/ without "
                f"traces/runs/, the newest complete run under traces/runs/ or the one --run names, the configured "
-               f"round logs), or, with no gate config, traces/ and that run; the page names the run it judged. Labelled runs are judged as the gate judges them: "
+               f"round logs), or, with no gate config, traces/ and that run; the page names the run it judged. "
+               f"Labelled runs are judged as the gate judges them: "
                f"round logs and raw trajectories replayed with the config's stop rule, against the labels files "
                f"(--labels, default: the config's inputs.labels).")
     p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
