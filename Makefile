@@ -23,12 +23,14 @@ model: setup
 
 # The main job: the whole scenario library (stub, local model, recorded
 # servers), then the report from the traces into $(RUN_REPORT) (ignored by
-# git: the tree stays clean), then the release gate.
+# git: the tree stays clean), then the release gate; both judge this run,
+# by its folder, whatever other runs traces/runs/ holds.
 RUN_REPORT := reports/run
 run: setup model
-	@$(BIN)/imprint run scenarios; status=$$?; \
-	$(BIN)/imprint report --out $(RUN_REPORT) || exit 2; \
-	$(BIN)/imprint check; gate=$$?; \
+	@id=$$(date -u +%Y%m%d-%H%M%S)-make$$$$; \
+	$(BIN)/imprint run scenarios --run-id $$id; status=$$?; \
+	$(BIN)/imprint report --run traces/runs/$$id --out $(RUN_REPORT) || exit 2; \
+	$(BIN)/imprint check --run traces/runs/$$id; gate=$$?; \
 	if [ $$status -ne 0 ]; then exit $$status; fi; exit $$gate
 
 # The layering contract of pyproject.toml first: it names the import that breaks it.

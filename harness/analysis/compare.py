@@ -33,6 +33,7 @@ from imprint_core.counting import DEFAULT_BYTES_PER_TOKEN
 from imprint_core.novelty import NoveltyConfig
 from imprint_core.settings import SPECS
 from imprint_core.stoprules import build, resolve
+from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.stoprules.builtin import AnyRule
 
 from ..realruns.labels import LOOP_SLACK, Tally, judge
@@ -138,15 +139,18 @@ def rule_stops(choice: RuleChoice, runs: Sequence[TuneRun], *, cache: ProgressCa
     for run in runs:
         rule = build(info, choice.params)
         stop = None
-        for i, rep in enumerate(run.full):
-            if i:
-                rule.reset()
-            for rnd in rep.rounds:
-                if rule.observe(round_view(rnd)):
-                    stop = rnd.number
+        try:
+            for i, rep in enumerate(run.full):
+                if i:
+                    rule.reset()
+                for rnd in rep.rounds:
+                    if rule.observe(round_view(rnd)):
+                        stop = rnd.number
+                        break
+                if stop is not None:
                     break
-            if stop is not None:
-                break
+        except RuleFailed as exc:     # a user's rule raised (stoprules/guard.py): say in which run
+            raise exc.in_run(run.origin or run.name) from None
         out.append(stop)
         if progress:
             progress(1)

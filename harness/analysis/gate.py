@@ -130,9 +130,11 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
             src.failing.append(f"{jr.row.run} FAILS: {'; '.join(problems)}")
     per_run = set(ps["per_run"])
     missing: dict[str, list[str]] = {}
+    labelled: dict[str, int] = {}
     for label in labels.runs.values():
         name = corpus_name(label.file) if label.file else "labels"
-        if name in per_run and label.name not in seen:
+        labelled[name] = labelled.get(name, 0) + 1
+        if label.name not in seen and (name in per_run or expect_all and name in cfg.loop_recall_baseline):
             missing.setdefault(name, []).append(label.name)
             sources.setdefault(name, _Source())
     c = Condition(1, "premature no-progress stops on labelled useful runs; recall of labelled loops", True)
@@ -161,7 +163,24 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
                            "threshold": f"≤ {ps['max_premature']} (strict)" if strict
                            else f"≤ {ps['max_premature_share']:.0%}", "passed": ok})
             c.passed &= ok
-        if src.loops:
+        gone = missing.get(name, [])
+        if gone:
+            # A baseline was pinned on all of the source's labelled runs: part of them (a run of part of
+            # the scenario library, a corpus that is missing) says nothing about it, and the labels have
+            # not changed. It fails, so that a gate that did not judge the source never passes.
+            base = cfg.loop_recall_baseline[name]
+            c.rows.append({"subject": f"{name}: loop recall", "value": None,
+                           "figure": f"not judged: {len(gone)} of its {labelled[name]} labelled runs not among "
+                                     "the inputs", "threshold": f"≥ baseline {base['recall']:.0%}, on all of them",
+                           "passed": False, "goal": ps["loop_recall_goal"], "goal_met": False,
+                           "baseline": base["recall"]})
+            c.passed = False
+            shown = ", ".join(gone[:DETAILS_PER_SOURCE]) + (f" and {len(gone) - DETAILS_PER_SOURCE} more"
+                                                             if len(gone) > DETAILS_PER_SOURCE else "")
+            c.details.append(f"{name}: loop recall not judged: {shown} not among the inputs (a run of part of "
+                             "the scenario library, or a corpus that is missing): judge a complete run "
+                             "(`imprint run`, then `imprint check`, or --run DIR)")
+        elif src.loops:
             # Loop recall is the rule's quality, not an invalidation condition:
             # it gates only against the baseline pinned for the shipped rule, so
             # a change that catches fewer labelled loops fails; the goal is shown.

@@ -56,9 +56,9 @@ def _template() -> string.Template:
                            .read_text(encoding="utf-8"))
 
 
-def render_html(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
+def render_html(sections: list[Section], frames: Frames, title: str, generated: str, notes: Sequence[str] = ()) -> str:
     """The page: templates/report.html (skeleton and CSS) around the sections."""
-    parts = [f'<p class="note">{html.escape(w)}</p>' for w in _page_notes(frames)]
+    parts = [f'<p class="note">{html.escape(w)}</p>' for w in [*notes, *_page_notes(frames)]]
     for s in sections:
         parts.append(f'<h2 id="{_slug(s.title)}">{html.escape(s.title)}</h2>')
         if s.intro:
@@ -87,12 +87,13 @@ def _link(label: str, href: str | None) -> str:
     return f'<a href="{html.escape(href)}">{html.escape(label)}</a>' if href else html.escape(label)
 
 
-def render_markdown(sections: list[Section], frames: Frames, title: str, generated: str) -> str:
+def render_markdown(sections: list[Section], frames: Frames, title: str, generated: str,
+                    notes: Sequence[str] = ()) -> str:
     n_traces = int((frames.runs["source"] == "trace").sum())
     n_logs = int((frames.runs["source"] == "roundlog").sum())
     lines = [f"# {title}", "", f"{n_traces} trace(s) and {n_logs} round log(s) from {len(frames.files)} file(s); "
              f"providers: {', '.join(frames.providers) or 'none'}; generated {generated}.", ""]
-    for w in _page_notes(frames):
+    for w in [*notes, *_page_notes(frames)]:
         lines += [f"> {w}", ""]
     for s in sections:
         lines += [f"## {s.title}", ""]
@@ -119,9 +120,10 @@ def _page_notes(frames: Frames) -> list[str]:
 
 def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint research-loop report",
                  select: Sequence[str] = (), max_runs: int = 6, judged: Sequence[Any] = (),
-                 rule: str = "", comparison: Path | None = None) -> dict[str, Path]:
+                 rule: str = "", comparison: Path | None = None, notes: Sequence[str] = ()) -> dict[str, Path]:
     """`judged`: the labelled runs as the gate judged them (`gate.judged_runs`),
-    for the accuracy section; `rule`: the stop rule they were replayed with, in words."""
+    for the accuracy section; `rule`: the stop rule they were replayed with, in words;
+    `notes`: lines for the top of the page (the run it judges)."""
     from imprint_core.settings import atomic_write_text
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -135,8 +137,8 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
     generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     index = out / "index.html"
     summary = out / "summary.md"
-    atomic_write_text(index, render_html(sections, frames, title, generated))
-    atomic_write_text(summary, render_markdown(sections, frames, title, generated))
+    atomic_write_text(index, render_html(sections, frames, title, generated, notes))
+    atomic_write_text(summary, render_markdown(sections, frames, title, generated, notes))
     for f in (index, summary):
         f.chmod(0o644)
     written = {"index.html": index, "summary.md": summary}

@@ -8,7 +8,7 @@ import sys
 
 from ..conventions import EXIT_FAILED, EXIT_OK
 from .console import console, progress
-from .inputs import DEFAULT_GATE_CONFIG, gate_config, gate_inputs
+from .inputs import DEFAULT_GATE_CONFIG, gate_config, gate_inputs, judged_run
 from .ruleargs import add_rule_options, rule_of
 
 
@@ -19,11 +19,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="The release gate: ADR 0102's three invalidation conditions checked on traces and round logs "
                     "against the thresholds of a TOML config. Exit 0 when all hold, 1 when one fails, 2 on "
                     "unusable input.",
-        epilog="Without TRACES: the config's [inputs] (by default traces/ without traces/runs/, the newest folder "
-               "under traces/runs/, and the configured round logs). Paths are relative to the current directory. "
+        epilog="Without TRACES: the config's [inputs] (by default traces/ without traces/runs/, the newest complete "
+               "run under traces/runs/ or the one --run names, and the configured round logs); with no complete run "
+               "the gate fails. Paths are relative to the current directory. "
                "Condition 1 judges the regressions (`imprint regress add`) run by run: one that fails, or whose "
                "round log is missing from the config's inputs, makes the gate fail and is named.")
     p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
+    p.add_argument("--run", metavar="DIR", help="the run of `imprint run` to judge (default: the newest complete one "
+                                               "under the config's runs_dir; with TRACES: none)")
     p.add_argument("--config", default=DEFAULT_GATE_CONFIG, help=f"thresholds (default {DEFAULT_GATE_CONFIG})")
     p.add_argument("--labels", action="append", metavar="FILE",
                    help="labels file (repeatable; default: the config's inputs.labels)")
@@ -39,13 +42,16 @@ def run(args: argparse.Namespace) -> int:
         # Judge another rule against the same thresholds and the baseline pinned for the shipped one.
         cfg.premature_stops["rule"], cfg.premature_stops["rule_params"] = rule_of(args)
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"]
-    paths, notes = (args.paths, []) if args.paths else gate_inputs(cfg.inputs)
+    run, run_words, run_ok = judged_run(args.run, cfg.inputs, given_paths=bool(args.paths))
+    paths, notes = ([*args.paths, *([run.path] if run else [])], []) if args.paths else \
+        gate_inputs(cfg.inputs, run.path if run else None)
     with progress("check", "reading, replaying and judging the inputs", enabled=not args.json):
         conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
     notes += warnings
-    passed = all(c.passed for c in conditions)
+    passed = all(c.passed for c in conditions) and run_ok
     if args.json:
         print(json.dumps({"passed": passed, "config": cfg.path, "labels": list(label_files),
+                          "run": run.to_dict() if run else None, "run_judged": run_words,
                           "inputs": frames.files and {"files": len(frames.files),
                                                       "runs": int((frames.runs["source"] == "trace").sum()),
                                                       "round_logs": int((frames.runs["source"] == "roundlog").sum())},
@@ -56,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
+    out.print(f"judged run: {run_words}", markup=False, soft_wrap=True)
     t = Table(title=escape(f"imprint check ({cfg.path}): {len(frames.files)} file(s), "
                            f"{int((frames.runs['source'] == 'trace').sum())} trace(s), "
                            f"{int((frames.runs['source'] == 'roundlog').sum())} round log(s)"))
@@ -84,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
                 for line in lines:
                     out.print(f"{indent}- {line}", markup=False, soft_wrap=True)
     failed = [str(c.number) for c in conditions if not c.passed]
+    if not run_ok:
+        out.print(f"[red]gate: FAILS: {escape(run_words)}[/]")
     out.print("[green]gate: all three conditions hold[/]" if passed else
-              f"[red]gate: condition {', '.join(failed)} fail(s)[/]")
+              f"[red]gate: condition {', '.join(failed)} fail(s)[/]" if failed else "[red]gate: no run judged[/]")
     return EXIT_OK if passed else EXIT_FAILED
 
 

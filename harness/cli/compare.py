@@ -14,9 +14,10 @@ from ..conventions import EXIT_FAILED, EXIT_OK, workdir
 from ..realruns.labels import LOOP_SLACK
 from .console import console
 from .corpora import add_corpus_options, corpora_from
+from .inputs import RUN_OUTPUTS
 from .ruleargs import add_rule_options, rules_of
 
-DEFAULT_OUT = "reports/compare"
+DEFAULT_OUT = f"{RUN_OUTPUTS}/compare"   # ignored by git; `--out reports/compare` refreshes the committed one
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

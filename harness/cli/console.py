@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import contextlib
-import os
+
+
+LOG_WIDTH = 100_000
+"""Off a terminal (a CI log, a pipe, a file) there is no width to fit: tables
+are drawn as wide as their content, whatever COLUMNS says, so that no column
+is squeezed, wrapped or cut."""
 
 
 def console(stderr: bool = False):
     from rich.console import Console
     out = Console(stderr=stderr, highlight=False)
-    if not out.is_terminal and "COLUMNS" not in os.environ:
-        out = Console(stderr=stderr, highlight=False, width=220)  # logs and pipes: don't squeeze the table
+    if not out.is_terminal:
+        out = Console(stderr=stderr, highlight=False, width=LOG_WIDTH)
     return out
 
 

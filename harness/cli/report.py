@@ -9,7 +9,7 @@ from imprint_core.errors import UserInputError
 
 from ..conventions import EXIT_OK
 from .console import progress
-from .inputs import DEFAULT_GATE_CONFIG, default_inputs, gate_config, gate_inputs, incomplete_runs
+from .inputs import DEFAULT_GATE_CONFIG, default_inputs, gate_config, gate_inputs, incomplete_runs, judged_run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,12 +21,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "prefix-refund, budget use per round, novelty timelines, stop reasons and final modes, deadline "
                     "overshoot.",
         epilog=f"Without TRACES: the gate config's [inputs] as `imprint check` reads them (traces/ without "
-               f"traces/runs/, the newest run folder under traces/runs/, the configured round logs), or, with no "
-               f"gate config, traces/ and the newest run folder. Labelled runs are judged as the gate judges them: "
+               f"traces/runs/, the newest complete run under traces/runs/ or the one --run names, the configured "
+               f"round logs), or, with no gate config, traces/ and that run; the page names the run it judged. "
+               f"Labelled runs are judged as the gate judges them: "
                f"round logs and raw trajectories replayed with the config's stop rule, against the labels files "
                f"(--labels, default: the config's inputs.labels).")
     p.add_argument("paths", nargs="*", metavar="TRACES", help="traces and round logs (files or directories)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; its plots are replaced)")
+    p.add_argument("--run", metavar="DIR", help="the run of `imprint run` to report on (default: the newest complete "
+                                               "one under traces/runs/; with TRACES: none)")
     p.add_argument("--labels", action="append", metavar="FILE",
                    help="labels file (repeatable; default: the gate config's inputs.labels)")
     p.add_argument("--config", default=None, metavar="FILE",
@@ -53,8 +56,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"{args.max_runs} panels", key="--max-runs", expected="1 or more")
     cfg = gate_config(args.config or DEFAULT_GATE_CONFIG) if args.config or Path(DEFAULT_GATE_CONFIG).exists() else None
     paths, notes = list(args.paths), []
+    inputs = cfg.inputs if cfg else {"latest_run": True, "runs_dir": "traces/runs"}
+    run, run_words, _ = judged_run(args.run, inputs, given_paths=bool(paths))
+    if paths and run:
+        paths.append(run.path)
     if not paths:
-        paths, notes = gate_inputs(cfg.inputs) if cfg else (default_inputs(["traces"], True, "traces/runs"), [])
+        paths, notes = gate_inputs(cfg.inputs, run.path if run else None) if cfg else \
+            (default_inputs(["traces"], False, "traces/runs") + ([run.path] if run else []), [])
         if cfg is None:   # gate_inputs names the incomplete runs itself
             notes += [f"incomplete run {p} (interrupted before its summary.json); skipped"
                       for p in incomplete_runs("traces/runs")]
@@ -86,11 +94,12 @@ def run(args: argparse.Namespace) -> int:
             raise UserInputError("no such file", file=str(comparison), key="--compare",
                                  expected="the compare.json that `imprint compare` wrote")
         written = write_report(frames, args.out, title=args.title, select=args.select, max_runs=args.max_runs,
-                               judged=judged, rule=rule, comparison=comparison)
+                               judged=judged, rule=rule, comparison=comparison, notes=[f"Judged run: {run_words}."])
     for w in notes + list(frames.warnings):
         print(f"warning: {w}", file=sys.stderr)
     n_traces = int((frames.runs["source"] == "trace").sum())
     n_logs = int((frames.runs["source"] == "roundlog").sum())
     print(f"wrote {written['index.html']} ({len(written) - 2} plot(s), {n_traces} trace(s), {n_logs} round log(s), "
           f"{len(judged)} labelled; providers: {', '.join(frames.providers) or 'none'})")
+    print(f"judged run: {run_words}")
     return EXIT_OK

@@ -18,9 +18,10 @@ from ..realruns.regressionstore import (CORPUS as REGRESSIONS, LABELS_FILE as RE
 from ..realruns.roundlogs import PATIENCE, USER_TURNS
 from .console import console, progress
 from .corpora import DEFAULT_CORPORA, add_corpus_options, corpora_from  # noqa: F401  (corpora_from: bench_tune)
+from .inputs import RUN_OUTPUTS
 
 PATIENCE_RANGE = f"{PATIENCE.min}-{PATIENCE.max}"
-DEFAULT_OUT = "reports/tune"
+DEFAULT_OUT = f"{RUN_OUTPUTS}/tune"   # ignored by git; `--out reports/tune` refreshes the committed one
 DEFAULT_STRICT = ("tau-bench", REGRESSIONS)
 
 

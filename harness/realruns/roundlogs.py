@@ -17,6 +17,7 @@ from imprint_core.errors import UserInputError
 from imprint_core.files import json_lines
 from imprint_core.novelty import NoveltyConfig, PatienceRule
 from imprint_core.stoprules import CallView, RoundView, Rule, build as build_rule
+from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
 from imprint_core.settings import SPECS, atomic_write_text
@@ -221,17 +222,20 @@ def replay_rule(log: RoundLog, factory: RuleFactory, user_turns: str = "reset", 
     (figures for every round); only the first stop counts."""
     rule = factory()
     out = RuleReplay(None, None)
-    for reply_no, reply in enumerate(replies(log, user_turns), start=1):
-        if reply_no > 1:
-            rule.reset()
-        for rnd in reply.rounds:
-            view = round_view(rnd)
-            why = rule.observe(view)
-            out.rounds.append((reply_no, view, dict(rule.notes())))
-            if why and out.stop_round is None:
-                out.stop_round, out.reason = rnd.number, why
-                if not to_end:
-                    return out
+    try:
+        for reply_no, reply in enumerate(replies(log, user_turns), start=1):
+            if reply_no > 1:
+                rule.reset()
+            for rnd in reply.rounds:
+                view = round_view(rnd)
+                why = rule.observe(view)
+                out.rounds.append((reply_no, view, dict(rule.notes())))
+                if why and out.stop_round is None:
+                    out.stop_round, out.reason = rnd.number, why
+                    if not to_end:
+                        return out
+    except RuleFailed as exc:     # a user's rule raised (stoprules/guard.py): say in which run
+        raise exc.in_run(log.path) from None
     return out
 
 

@@ -13,6 +13,7 @@ from imprint_core.errors import ImprintError, UserInputError
 from imprint_core.loop import LoopConfig, ResearchLoop, ResearchResult
 from imprint_core.novelty import NoveltyConfig
 from imprint_core.settings import ResearchSettings
+from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.events import Event, RunError
 from imprint_core.trace import EventLog, TraceWriter
 from imprint_core.types import CancelToken, Clock, Provider
@@ -101,6 +102,8 @@ def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id:
                                 cancel=_cancel_token(scn, clock, trace), on_answer=on_answer)
             run.result = loop.run(scn.question)
         run.failures = check(scn.expect, run.result, [e.to_dict() for e in log.events])
+    except RuleFailed as exc:    # a user's rule raised (stoprules/guard.py): say in which scenario
+        raise exc.in_run(f"{scn.name} ({scn.source})" if scn.source else scn.name) from None
     except UserInputError:
         raise
     except ImprintError as exc:  # a script that ran out, for instance: the scenario is wrong, not the loop

@@ -2,8 +2,10 @@
 
 `protocol.py` is the public shape (`RoundView`, `CallView`, `StopRule`,
 `Rule`); `registry.py` finds rules by name, entry point or file and builds
-them with checked parameters; `builtin.py` holds the record's rule and the
-baselines it is compared with. Start with protocol.py.
+them with checked parameters; `guard.py` is the boundary a user's rule runs
+behind (what it raises is a user error naming the rule, run, round and line);
+`builtin.py` holds the record's rule and the baselines it is compared with.
+Start with protocol.py.
 """
 from .protocol import ROUND_KINDS, CallView, RoundView, Rule, StopRule, as_rule, calls_of
 from .registry import ENTRY_POINT_GROUP, RuleInfo, available, build, convert, parse_params, register, resolve, stop_rule

@@ -291,7 +291,8 @@ def test_tune_in_a_second_clone_sees_the_regression_stored_there(repo: Path, cap
     assert rec["setting"]["patience"] in (8, 9)          # the clone's regression decides: 4 stops it early
     beside = (repo / "../shared/data/roundlogs/tau-bench-airline").resolve()     # looked beside the clone
     assert f"default corpus {beside} not found; skipped" in captured.err
-    assert (repo / "reports" / "tune" / "recommendation.json").exists()
+    from harness.cli.tune import DEFAULT_OUT
+    assert (repo / DEFAULT_OUT / "recommendation.json").exists()
 
 
 def test_faults_writes_its_report_into_the_current_folder(repo: Path, capsys) -> None:
