@@ -44,14 +44,19 @@ def sketch(data: bytes) -> tuple[np.ndarray, int] | None:
     for i in range(1, GRAM):
         v |= b[i:i + n] << np.uint64(8 * i)
     v += np.uint64(1)
-    h = np.unique(mix64(v))
+    # Sorted, not deduplicated: the first hash of a bin is still its smallest,
+    # and the distinct count is one plus the changes between neighbours. An
+    # in-place sort costs a third of np.unique's hash-then-sort (bench_rules).
+    h = mix64(v)
+    h.sort()
+    size = int(np.count_nonzero(h[1:] != h[:-1])) + 1
     bins = (h >> _SHIFT).astype(np.intp)
     first = np.empty(h.size, bool)
     first[0] = True
     np.not_equal(bins[1:], bins[:-1], out=first[1:])   # sorted: the first of a bin is its smallest
     out = np.full(BINS, EMPTY, np.uint64)
     out[bins[first]] = h[first]
-    return out, int(h.size)
+    return out, size
 
 
 def similarity(a: np.ndarray, a_size: int, b: np.ndarray, b_sizes: np.ndarray, measure: str) -> np.ndarray:
