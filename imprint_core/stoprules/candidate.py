@@ -144,7 +144,7 @@ class OutcomeRepeat(Rule):
                 out.append("error" if same in self.errors else "action" if other in self.errors else "new")
                 pending_err += [same, other]
             else:
-                text = " ".join(normalize(c.result, self.normalization).split()).encode()
+                text = normalize(c.result, self.normalization).encode()   # normalize collapses whitespace itself
                 sk = neardup.sketch(text)
                 if sk is None:
                     out.append("neutral")
