@@ -94,9 +94,11 @@ def _placed(exc: UserInputError, file: str | None, line: int | None, key: str | 
     if file is None:
         return exc
     if exc.file is not None and exc.file != file:
-        return UserInputError(exc.message, file=exc.file, line=exc.line,
-                              key=f"{key} (named at {file}:{line})" if line else f"{key} (named in {file})",
-                              expected=exc.expected)
+        if Path(exc.file).is_file():
+            return UserInputError(exc.message, file=exc.file, line=exc.line,
+                                  key=f"{key} (named at {file}:{line})" if line else f"{key} (named in {file})",
+                                  expected=exc.expected)
+        return UserInputError(f"{exc.message}: {exc.file}", file=file, line=line, key=key, expected=exc.expected)
     return UserInputError(exc.message, file=file, line=exc.line or line, key=key, expected=exc.expected)
 
 

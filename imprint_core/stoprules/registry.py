@@ -161,7 +161,7 @@ def anchored(spec: str, base: str | Path | None) -> str:
         return spec
     target, _, attr = spec.rpartition(":")
     path = Path(target)
-    return spec if path.is_absolute() else f"{Path(base) / path}:{attr}"
+    return spec if path.is_absolute() else f"{(Path(base) / path).absolute()}:{attr}"
 
 
 def resolve(spec: str) -> RuleInfo:
