@@ -17,6 +17,7 @@ from imprint_core.errors import UserInputError
 from imprint_core.files import json_lines
 from imprint_core.novelty import NoveltyConfig, PatienceRule
 from imprint_core.stoprules import CallView, RoundView, Rule, RuleChoice, choose
+from imprint_core.stoprules.protocol import frozen
 from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
 from imprint_core.settings import SPECS, atomic_write_text
@@ -180,6 +181,9 @@ class ReplayResult:
 
 
 def call_view(c: RoundCall) -> CallView:
+    # Frozen once and kept: every rule replayed over the log sees the same
+    # read-only arguments without a copy per rule and round.
+    c.args = frozen(c.args)
     return CallView(c.tool, c.args, c.kind, c.status, c.result, tuple(c.segments) if c.segments is not None else None)
 
 

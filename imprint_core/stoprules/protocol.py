@@ -69,7 +69,9 @@ def frozen(value: Any) -> Any:
     if isinstance(value, (FrozenDict, FrozenList)):
         return value
     if isinstance(value, dict):
-        return FrozenDict((k, frozen(v)) for k, v in value.items())
+        if any(isinstance(v, (dict, list)) for v in value.values()):
+            return FrozenDict((k, frozen(v)) for k, v in value.items())
+        return FrozenDict(value)     # flat, as most arguments are: one copy
     if isinstance(value, list):
         return FrozenList(frozen(v) for v in value)
     return value
@@ -87,7 +89,8 @@ class CallView:
     def __post_init__(self) -> None:
         # Every rule (compare's, the loop's `any`) is handed the same arguments:
         # read-only, so that one rule cannot change what another sees.
-        object.__setattr__(self, "args", frozen(self.args))
+        if type(self.args) is not FrozenDict:
+            object.__setattr__(self, "args", frozen(self.args))
 
     @property
     def action(self) -> str:

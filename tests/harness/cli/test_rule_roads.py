@@ -205,3 +205,17 @@ def test_a_rule_that_edits_the_arguments_changes_no_other_rule_s_result(tmp_path
     assert call.args == {"q": "a", "filters": [{"site": "x"}]} and isinstance(call.args, dict)
     assert call.action == 'search:{"q":"a","filters":[{"site":"x"}]}'
     assert RoundView.of(1, [call]).calls[0].args is call.args
+
+
+def test_a_bad_rule_or_parameter_in_gate_toml_names_the_file_and_line():
+    from harness.analysis.gateconfig import parse_config
+    text = '[premature_stops]\nrule = "gemini-cli"\n\n[premature_stops.rule_params]\nthreshold = nan\n'
+    with pytest.raises(UserInputError) as info:
+        parse_config(text, "gate.toml")
+    err = info.value
+    assert (err.file, err.line, err.key) == ("gate.toml", 5, "premature_stops.rule_params.threshold")
+    with pytest.raises(UserInputError) as info:
+        parse_config('[premature_stops]\nrule = "gemini"\n', "gate.toml")
+    assert (info.value.file, info.value.line, info.value.key) == ("gate.toml", 2, "premature_stops.rule")
+    assert parse_config('[premature_stops]\nrule = "gemini-cli"\nrule_params = { threshold = 3 }\n',
+                        "gate.toml").premature_stops["rule_params"] == {"threshold": 3}
