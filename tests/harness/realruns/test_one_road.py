@@ -14,12 +14,15 @@ patience), and every patience's stop is read off that one replay.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from harness.analysis.sweep import Corpus, compute_progress, load_corpora, stop_rounds
+from harness.analysis.tunesettings import Setting
+from harness.realruns.noveltyconfigs import SHIPPED
 from harness.cli import build_parser, main
 from harness.cli.corpora import DEFAULT_CORPORA
 from harness.cli.ruleargs import choice_of
@@ -41,7 +44,10 @@ def _spellings(p: int) -> tuple[RuleChoice, RuleChoice]:
 def test_both_spellings_are_one_rule_choice_at_every_patience():
     for p in PATIENCES:
         short, long = _spellings(p)
-        assert short == long == choose("record", {"patience": p})
+        assert short == long == choose("record", {"patience": p}) == Setting(SHIPPED, p).choice
+    tuned = Setting(dataclasses.replace(SHIPPED, min_new_shingles=1, fingerprint_unit="line"), 4).choice
+    assert tuned == choice_of(build_parser().parse_args(
+        ["replay", "x", "--patience", "4", "--novelty", "min_new_shingles=1", "--novelty", "fingerprint_unit=line"]))
     parse = build_parser().parse_args
     assert choice_of(parse(["replay", "x", "--normalization", "none", "--novelty", "min_new_shingles=2"])) == \
         choice_of(parse(["replay", "x", "--param", "normalization=none", "--param", "min_new_shingles=2"]))
@@ -57,7 +63,7 @@ def _stops_of_one_replay(log: RoundLog) -> dict[int, int | None]:
     """Every patience's stop, from one replay through the rule choice at the
     largest patience: the counter of rounds without progress restarts with
     each reply; write rounds neither count nor reset."""
-    replayed = replay_rule(log, choose("record", {"patience": PATIENCE.max}).build, "reset", to_end=True)
+    replayed = replay_rule(log, Setting(SHIPPED, PATIENCE.max).choice.build, "reset", to_end=True)
     first: dict[int, int] = {}
     counter, reply = 0, None
     for reply_no, view, notes in replayed.rounds:
