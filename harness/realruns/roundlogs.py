@@ -195,11 +195,6 @@ def round_view(rnd: Round) -> RoundView:
 RuleFactory = Callable[[], Rule]
 
 
-def record_factory(patience: int = PATIENCE.default, config: NoveltyConfig | None = None) -> RuleFactory:
-    """The record's rule at `patience` under `config`, as a factory: its choice's `build`."""
-    return record_choice(patience, config).build
-
-
 def record_choice(patience: int | None = None, config: NoveltyConfig | None = None,
                   normalization: str | None = None) -> RuleChoice:
     """The record's rule as a choice: `--patience`, `--normalization` and a

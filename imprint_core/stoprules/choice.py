@@ -101,10 +101,3 @@ def _placed(exc: UserInputError, file: str | None, line: int | None, key: str | 
         return UserInputError(f"{exc.message}: {exc.file}", file=file, line=line, key=key, expected=exc.expected)
     return UserInputError(exc.message, file=file, line=exc.line or line, key=key, expected=exc.expected)
 
-
-def record_params(patience: int | None = None, novelty: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The record's shorthand as the record rule's parameters: what `--patience`
-    and `--normalization`/`--novelty FIELD=VALUE` mean."""
-    out: dict[str, Any] = {} if patience is None else {"patience": patience}
-    out.update(novelty or {})
-    return out
