@@ -21,7 +21,7 @@ from .final import FinalPlan, final_answer
 from .novelty import NoveltyConfig
 from .requests import ModelCaller
 from .settings import ResearchSettings
-from .stoprules import CallView, RoundView, build as build_rule
+from .stoprules import CallView, RoundView, choose
 from .tools import ToolExecutor, distinct_ids
 from .trace import TraceWriter
 from .types import CancelToken, Clock, Evidence, FinalMode, Message, Provider, StopReason, Tool, ToolCall, ToolResult
@@ -86,9 +86,10 @@ class ResearchLoop:
         self.caller = ModelCaller(provider, ledger=self.ledger, time=self.time, clock=clock, cancel=self.cancel,
                                   trace=self.trace, max_retries=self.config.max_retries,
                                   retry_backoff_sec=self.config.retry_backoff_sec, counting=self.counting)
-        self.stop_rule = build_rule(settings.research_stop_rule, self.config.stop_rule_params, key="stop_rule_params",
-                                    defaults={"patience": settings.research_no_progress_rounds,
-                                              "novelty": self.config.novelty})
+        # The one rule choice every road makes (imprint_core.stoprules.choice).
+        self.stop_rule = choose(settings.research_stop_rule, self.config.stop_rule_params, key="stop_rule_params",
+                                defaults={"patience": settings.research_no_progress_rounds,
+                                          "novelty": self.config.novelty}).build()
         self.tools = list(tools)
         self.tool_specs = [t.spec for t in self.tools] + ([WORKER_TOOL] if self.config.section_workers else [])
         self.evidence: list[Evidence] = []

@@ -36,7 +36,7 @@ import pandas as pd
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 
-from ..realruns.roundlogs import PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log, record_factory
+from ..realruns.roundlogs import PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log
 from ..realruns.runfiles import find_inputs, read_raw
 from .framecolumns import NUMERIC_COLUMNS, REQUEST_COLUMNS, ROUND_COLUMNS, RUN_COLUMNS, TOOL_COLUMNS
 from .roundlogframes import roundlog_rows
@@ -165,13 +165,13 @@ def _replay_rule(normalization: str, user_turns: str, novelty: NoveltyConfig | N
     if user_turns not in USER_TURNS:
         raise UserInputError(f"unknown user-turn handling {user_turns!r}", key="user_turns",
                              expected="one of " + ", ".join(USER_TURNS))
-    if rule == "record" and not rule_params:
-        return record_factory(patience, novelty or NoveltyConfig(normalization=normalization)), normalization
-    from imprint_core.stoprules import build, resolve
-    info = resolve(rule)
-    params = dict(rule_params or {})
-    build(info, params)   # a mistake in the rule or its parameters is reported once, before any file is read
-    return (lambda: build(info, params)), normalization
+    from imprint_core.stoprules import choose
+    # One choice, built as the loop builds its rule: the gate's patience and
+    # novelty config fill the parameters the rule takes and `rule_params` leaves out.
+    choice = choose(rule, rule_params, defaults={"patience": patience,
+                                                "novelty": novelty or NoveltyConfig(normalization=normalization)},
+                    key="rule_params")
+    return choice.build, normalization
 
 
 def _tables() -> dict[str, list[dict]]:

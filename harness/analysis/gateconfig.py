@@ -230,6 +230,7 @@ def parse_config(text: str, name: str) -> GateConfig:
     if d["median_min"] > d["median_max"]:
         raise UserInputError("median_min is above median_max", file=name, line=_line_of(text, ["divergence"], "median_min"),
                              key="divergence.median_min", expected=f"at most {d['median_max']}")
+    _check_rule(out["premature_stops"], name, text)
     cfg = GateConfig(name, out["inputs"], out["premature_stops"], out["divergence"], out["overruns"],
                      out["loop_recall_baseline"])
     # The replay settings are the shipped defaults unless the file pins others on purpose: say so.
@@ -240,6 +241,18 @@ def parse_config(text: str, name: str) -> GateConfig:
                                 f"{ps[key]!r} differs from the shipped default {setting} = "
                                 f"{SPECS[setting].default!r}: the gate judges another rule than the one shipped")
     return cfg
+
+
+def _check_rule(ps: dict[str, Any], name: str, text: str) -> None:
+    """The rule the gate replays with, chosen as `frames` will choose it, when
+    the file loads: a bad rule or parameter names this file and line."""
+    from imprint_core.stoprules import choose
+    novelty = make_config({**ps["novelty"], "normalization": ps["normalization"]}, key="premature_stops.novelty")
+    choose(ps["rule"], ps["rule_params"], defaults={"patience": ps["patience"], "novelty": novelty},
+           key="premature_stops.rule_params.", file=name,
+           lines={k: _line_of(text, ["premature_stops", "rule_params"], k)
+                  or _line_of(text, ["premature_stops"], "rule_params") for k in ps["rule_params"]},
+           spec_key="premature_stops.rule", spec_line=_line_of(text, ["premature_stops"], "rule"))
 
 
 def _baseline(value: Any, name: str, text: str, corpus: str, line: int | None) -> dict[str, Any]:

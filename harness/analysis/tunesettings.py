@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any, Sequence
 
 from imprint_core.novelty import NoveltyConfig
+from imprint_core.stoprules import RuleChoice, choose
 
 from ..realruns.noveltyconfigs import SHIPPED, as_dict, changed, config_key, describe
 from ..realruns.roundlogs import PATIENCE
@@ -44,6 +45,12 @@ class Setting:
     def to_dict(self) -> dict[str, Any]:
         return {"patience": self.patience, "novelty": as_dict(self.config), "changed": self.changed,
                 "shipped": self.shipped}
+
+    @property
+    def choice(self) -> RuleChoice:
+        """The record's rule at this setting, as `imprint replay --patience P
+        --novelty FIELD=VALUE ...` chooses it (the fields it changes)."""
+        return choose("record", {"patience": self.patience, **self.changed})
 
     def columns(self) -> dict[str, Any]:
         """The setting's values as table columns (settings.csv)."""
@@ -88,6 +95,11 @@ class RuleSetting:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "params": dict(self.params), "changed": self.changed, "shipped": self.shipped}
+
+    @property
+    def choice(self) -> RuleChoice:
+        """The rule at this setting, as `--rule RULE --param NAME=VALUE ...` chooses it."""
+        return choose(self.rule, dict(self.params))
 
     def columns(self) -> dict[str, Any]:
         return {"rule": self.rule, **dict(self.params)}

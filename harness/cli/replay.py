@@ -12,7 +12,7 @@ from imprint_core.novelty import NORMALIZATIONS
 
 from ..conventions import EXIT_OK
 from ..realruns.roundlogs import PATIENCE
-from .ruleargs import add_rule_options, rule_of
+from .ruleargs import add_rule_options, choice_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,44 +22,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "traces and raw trajectories of other agents (any format `imprint import` reads; "
                                     "converted in memory, nothing written), files or folders.")
     rp.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
-    rp.add_argument("--patience", type=int, default=PATIENCE.default,
-                    help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max})")
+    rp.add_argument("--patience", type=int, default=None,
+                    help=f"consecutive rounds without new evidence ({PATIENCE.min}–{PATIENCE.max}; default "
+                         f"{PATIENCE.default}): shorthand for --param patience=N of the record's rule")
     rp.add_argument("--normalization", default=None, metavar="|".join(NORMALIZATIONS),
                     help="how results are normalized before fingerprinting: none, basic, or a profile of "
-                         "volatile-token masks (default: default)")
+                         "volatile-token masks (default: default); shorthand for --param normalization=NAME")
     rp.add_argument("--novelty", action="append", metavar="FIELD=VALUE",
-                    help="set any NoveltyConfig field (repeatable), e.g. min_new_shingles=5")
+                    help="set any NoveltyConfig field (repeatable), e.g. min_new_shingles=5: shorthand for "
+                         "--param FIELD=VALUE of the record's rule")
     add_rule_options(rp)
     rp.add_argument("--json", action="store_true", help="one JSON object per line")
     rp.set_defaults(fn=run)
 
 
-def novelty_config(args: argparse.Namespace):
-    """The NoveltyConfig of `--normalization` and `--novelty FIELD=VALUE`."""
-    from ..realruns.noveltyconfigs import make_config, parse_assignment
-    overrides = {}
-    for text in args.novelty or []:
-        name, values = parse_assignment(text, key="--novelty")
-        if len(values) != 1:
-            raise UserInputError(f"{text!r} gives {len(values)} values", key="--novelty", expected="FIELD=VALUE")
-        overrides[name] = values[0]
-    if args.normalization is not None:
-        if args.normalization not in NORMALIZATIONS:
-            raise UserInputError(f"unknown normalization {args.normalization!r}", key="--normalization",
-                                 expected="one of " + ", ".join(NORMALIZATIONS))
-        if overrides.get("normalization", args.normalization) != args.normalization:
-            raise UserInputError("--normalization and --novelty normalization= disagree", key="--normalization")
-        overrides["normalization"] = args.normalization
-    return make_config(overrides, key="--novelty")
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..realruns.noveltyconfigs import describe
     from ..realruns.roundlogs import replay
     from ..realruns.runfiles import load_runs
-    if not PATIENCE.min <= args.patience <= PATIENCE.max:
+    if args.patience is not None and not PATIENCE.min <= args.patience <= PATIENCE.max:
         raise UserInputError(f"{args.patience} is out of bounds", key="--patience", expected=PATIENCE.bounds())
-    cfg = novelty_config(args)
+    if args.normalization is not None and args.normalization not in NORMALIZATIONS:
+        raise UserInputError(f"unknown normalization {args.normalization!r}", key="--normalization",
+                             expected="one of " + ", ".join(NORMALIZATIONS))
+    # `--patience`, `--normalization` and `--novelty` are the record rule's
+    # parameters: one choice, one replay road (reset at each reply) whichever spelling.
+    choice = choice_of(args)          # a bad rule or parameter is one error, before any run
     runs, warnings = load_runs(args.paths)   # all read and validated before any output
     import sys
     for w in warnings:
@@ -67,17 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if not runs:
         raise UserInputError("no runs found", file=" ".join(args.paths),
                              expected="round logs, traces or raw trajectories")
-    spec, params = rule_of(args)
-    if spec == "record" and not params:
-        results = [(rf, replay(rf.log, patience=args.patience, config=cfg)) for rf in runs]
-        rule_words = f"patience {args.patience}, {describe(cfg)}"
-    else:
-        from imprint_core.stoprules import build, resolve
-        from ..realruns.roundlogs import replay_with
-        info = resolve(spec)
-        build(info, params)          # a bad parameter is one error, before any run
-        results = [(rf, replay_with(rf.log, lambda: build(info, params))) for rf in runs]
-        rule_words = info.name + "".join(f", {k}={v}" for k, v in params.items())
+    results = [(rf, replay(rf.log, choice)) for rf in runs]
+    rule_words = choice.describe()
     if args.json:
         for rf, r in results:
             print(json.dumps(r.to_dict() | {"file": rf.display, "kind": rf.kind}))

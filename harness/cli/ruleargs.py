@@ -1,5 +1,7 @@
 """`--rule`, `--param NAME=VALUE` and `--params FILE.toml`: how a command is
-told which stop rule to judge (replay, check, compare, tune)."""
+told which stop rule to judge (replay, check, compare, tune). `choice_of`
+makes them one `RuleChoice`, with the record's shorthand (`--patience`,
+`--normalization`, `--novelty FIELD=VALUE`) as parameters of the record rule."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +42,25 @@ def params_file(path: str | None) -> dict[str, Any]:
         raise UserInputError(f"not valid TOML: {exc}", file=path, key="--params") from None
 
 
+def inline_items(body: str, text: str) -> list[str]:
+    """The NAME=VALUE items of `RULE[...]`, cut at top-level commas (brackets
+    nest: `any[rules=[record,gemini-cli]]`); an item with no `=` continues
+    the list value before it, so `any[rules=record,gemini-cli]` reads as
+    `rules=record,gemini-cli`."""
+    from imprint_core import params as typed
+    try:
+        parts = [p for p in typed.split_top(body) if p.strip()]
+    except typed.ParamError as exc:
+        raise UserInputError(exc.message, key=f"--rule {text}", expected=exc.expected) from None
+    items: list[str] = []
+    for p in parts:
+        if items and len(typed.split_top(p, "=")) == 1:   # no NAME= of its own
+            items[-1] += typed.LIST_SEPARATOR + p
+        else:
+            items.append(p)
+    return items
+
+
 def _for_rule(table: dict[str, Any], name: str) -> dict[str, Any]:
     if isinstance(table.get(name), dict):
         return dict(table[name])
@@ -56,6 +77,51 @@ def rule_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return spec, params
 
 
+def shorthand_of(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    """The record's shorthand given: parameter -> (the flag that gave it, value)."""
+    out: dict[str, tuple[str, Any]] = {}
+    if getattr(args, "patience", None) is not None:
+        out["patience"] = ("--patience", args.patience)
+    for text in getattr(args, "novelty", None) or []:
+        from ..realruns.noveltyconfigs import parse_assignment
+        name, values = parse_assignment(text, key="--novelty")
+        if len(values) != 1:
+            raise UserInputError(f"{text!r} gives {len(values)} values", key="--novelty", expected="FIELD=VALUE")
+        if name in out:
+            raise UserInputError(f"--novelty {name} given twice", key="--novelty", expected="each field once")
+        out[name] = ("--novelty", values[0])
+    if getattr(args, "normalization", None) is not None:
+        if "normalization" in out and out["normalization"][1] != args.normalization:
+            raise UserInputError("--normalization and --novelty normalization= disagree", key="--normalization")
+        out["normalization"] = ("--normalization", args.normalization)
+    return out
+
+
+def choice_of(args: argparse.Namespace):
+    """The one rule a command judges as a `RuleChoice`: `--rule` (default:
+    the record's), its parameters from `--params FILE.toml`, then `--param`,
+    then the record's shorthand. A parameter given twice, or shorthand for
+    another rule, is refused, never silently dropped."""
+    from imprint_core.stoprules import RECORD_SHORTHAND, choose, convert, parse_params, resolve
+    spec = args.rule or "record"
+    info = resolve(spec)
+    from_file = _for_rule(params_file(args.params), spec)
+    params = {k: convert(info, k, v, "--params", file=args.params) for k, v in from_file.items()}
+    params.update(parse_params(args.param))
+    for name, (flag, value) in shorthand_of(args).items():
+        if info.name != "record":
+            raise UserInputError(f"{flag} is shorthand for a parameter of the record's rule, not of {info.name!r}",
+                                 key=flag, expected=f"--param NAME=VALUE for --rule {spec}")
+        if name not in RECORD_SHORTHAND:
+            raise UserInputError(f"the record's rule has no novelty field {name!r}", key=flag,
+                                 expected="one of " + ", ".join(RECORD_SHORTHAND[1:]))
+        if name in params:
+            raise UserInputError(f"{name} is given by {flag} and by --param/--params", key=flag,
+                                 expected="each parameter once")
+        params[name] = convert(info, name, value, flag)
+    return choose(spec, params)
+
+
 def rules_of(args: argparse.Namespace, default: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     """The rules a command compares: (label, spec, parameters) each. A rule
     may carry its parameters inline, `gemini-cli[threshold=3]`, so one rule
@@ -69,7 +135,7 @@ def rules_of(args: argparse.Namespace, default: list[str]) -> list[tuple[str, st
         spec, inline = text, {}
         if text.endswith("]") and "[" in text:
             spec, _, body = text[:-1].partition("[")
-            inline = parse_params([p for p in body.split(",") if p.strip()], key=f"--rule {text}")
+            inline = parse_params(inline_items(body, text), key=f"--rule {text}")
         params = _for_rule(table, spec)
         for k, v in loose.items():
             name, dot, p = k.partition(".")

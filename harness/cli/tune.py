@@ -110,6 +110,7 @@ def grid_from(args: argparse.Namespace) -> tuple[dict, list[str]]:
 
 def rule_grid_from(args: argparse.Namespace) -> dict:
     """`--grid PARAM=V1,V2` for another rule: its parameters, values converted by their defaults' types."""
+    from imprint_core.params import ParamError, split_top
     from imprint_core.stoprules import convert, resolve
     info = resolve(args.rule)
     if not args.grid:
@@ -124,7 +125,11 @@ def rule_grid_from(args: argparse.Namespace) -> dict:
             raise UserInputError(f"{text!r} is not PARAM=V1,V2,...", key="--grid", expected="e.g. threshold=2,3,4")
         if name in grid:
             raise UserInputError(f"--grid names {name} twice", key="--grid", expected="each parameter once")
-        grid[name] = [convert(info, name, v.strip(), key="--grid") for v in values.split(",") if v.strip()]
+        try:   # values cut at top-level commas: a list value is bracketed, [a,b]
+            texts = split_top(values)
+        except ParamError as exc:
+            raise UserInputError(exc.message, key="--grid", expected=exc.expected) from None
+        grid[name] = [convert(info, name, v.strip(), key="--grid") for v in texts if v.strip()]
     return grid
 
 

@@ -6,19 +6,20 @@ value parsed by the field's type, and a config is built with
 `dataclasses.replace` from the shipped defaults, so that a field added to
 `imprint_core.novelty` is a knob here without any change.
 
-Values on the command line: `true`/`false` for a bool, numbers, text, `none`
-for an optional field, a tuple as its items joined by `+` (`a+b`).
+Values on the command line are read by the one converter of parameter values
+(`imprint_core.params`): `true`/`false` for a bool, numbers, text, `none`
+for an optional field, a list as `[a,b]`.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
 import json
-import types
 import typing
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
+from imprint_core import params as typed
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig
 
@@ -63,57 +64,8 @@ def _names() -> str:
 
 
 def _parse_as(text: str, typ: Any) -> Any:
-    origin = typing.get_origin(typ)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(typ)
-        if type(None) in args and text.strip().lower() in ("none", "null", ""):
-            return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _parse_as(text, a)
-            except ValueError as exc:
-                errors.append(str(exc))
-        raise ValueError("; ".join(errors) or f"{text!r} is not valid")
-    if origin is typing.Literal:
-        for choice in typing.get_args(typ):
-            if str(choice) == text:
-                return choice
-        raise ValueError(f"{text!r} is not one of {', '.join(map(str, typing.get_args(typ)))}")
-    if origin in (tuple, list, frozenset, set):
-        args = [a for a in typing.get_args(typ) if a is not Ellipsis] or [str]
-        items = [_parse_as(t, args[0]) for t in text.split("+")] if text else []
-        return origin(items)
-    if typ is bool:
-        low = text.strip().lower()
-        if low in ("true", "yes", "on", "1"):
-            return True
-        if low in ("false", "no", "off", "0"):
-            return False
-        raise ValueError(f"{text!r} is not true or false")
-    if typ is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not an integer") from None
-    if typ is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not a number") from None
-    if typ is str:
-        return text
-    if isinstance(typ, type) and issubclass(typ, enum.Enum):
-        for m in typ:
-            if text in (m.name, str(m.value)):
-                return m
-        raise ValueError(f"{text!r} is not one of {', '.join(m.name for m in typ)}")
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text
+    """`text` as a value of `typ`: the converter every parameter goes through."""
+    return typed.convert(text, typ)
 
 
 def parse_value(field: str, text: str, key: str = "--grid") -> Any:
@@ -141,7 +93,10 @@ def parse_assignment(text: str, key: str = "--grid") -> tuple[str, list[Any]]:
                              expected=f"e.g. min_new_shingles=1,3,10; fields: {_names()}")
     name, _, values = text.partition("=")
     name = name.strip()
-    parts = [v for v in values.split(",")]
+    try:
+        parts = typed.split_top(values)
+    except typed.ParamError as exc:
+        raise UserInputError(exc.message, key=key, expected=exc.expected) from None
     if not values.strip() or any(not p.strip() and fields().get(name) is not str for p in parts):
         raise UserInputError(f"{text!r} has an empty value", key=key, expected="FIELD=V1,V2,...")
     out: list[Any] = []
@@ -158,8 +113,15 @@ def make_config(overrides: dict[str, Any], key: str = "novelty", base: NoveltyCo
     unknown = [k for k in overrides if k not in fields()]
     if unknown:
         raise UserInputError(f"NoveltyConfig has no field {unknown[0]!r}", key=f"{key}", expected=f"one of {_names()}")
+    known = fields()
+    typed_overrides = {}
+    for k, v in overrides.items():   # the one converter's type checks: no 2.5 or NaN for an integer field
+        try:
+            typed_overrides[k] = typed.convert(v, known[k])
+        except typed.ParamError as exc:
+            raise UserInputError(f"{k}: {exc.message}", key=key, expected=exc.expected) from None
     try:
-        return dataclasses.replace(base or NoveltyConfig(), **overrides)
+        return dataclasses.replace(base or NoveltyConfig(), **typed_overrides)
     except (ValueError, TypeError) as exc:
         shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
         raise UserInputError(f"{shown}: {exc}", key=key) from None
@@ -199,9 +161,7 @@ def describe(cfg: NoveltyConfig, names: Sequence[str] | None = None) -> str:
 
 
 def _show(v: Any) -> str:
-    if isinstance(v, list):
-        return "+".join(map(str, v))
-    return str(v)
+    return typed.show(v) if isinstance(v, list) else str(v)
 
 
 def default_grid() -> tuple[dict[str, list[Any]], list[str]]:

@@ -16,7 +16,8 @@ import jsonlines
 from imprint_core.errors import UserInputError
 from imprint_core.files import json_lines
 from imprint_core.novelty import NoveltyConfig, PatienceRule
-from imprint_core.stoprules import CallView, RoundView, Rule, build as build_rule
+from imprint_core.stoprules import CallView, RoundView, Rule, RuleChoice, choose
+from imprint_core.stoprules.protocol import frozen
 from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
@@ -191,6 +192,9 @@ class ReplayResult:
 
 
 def call_view(c: RoundCall) -> CallView:
+    # Frozen once and kept: every rule replayed over the log sees the same
+    # read-only arguments without a copy per rule and round.
+    c.args = frozen(c.args)
     return CallView(c.tool, c.args, c.kind, c.status, c.result, tuple(c.segments) if c.segments is not None else None)
 
 
@@ -202,9 +206,18 @@ def round_view(rnd: Round) -> RoundView:
 RuleFactory = Callable[[], Rule]
 
 
-def record_factory(patience: int = PATIENCE.default, config: NoveltyConfig | None = None) -> RuleFactory:
-    cfg = config or NoveltyConfig()
-    return lambda: build_rule("record", {"patience": patience, "novelty": cfg})
+def record_choice(patience: int | None = None, config: NoveltyConfig | None = None,
+                  normalization: str | None = None) -> RuleChoice:
+    """The record's rule as a choice: `--patience`, `--normalization` and a
+    novelty config are shorthand for its parameters."""
+    params: dict[str, Any] = {}
+    if patience is not None:
+        params["patience"] = patience
+    if config is not None:
+        params["novelty"] = config
+    if normalization is not None:
+        params["normalization"] = normalization
+    return choose("record", params)
 
 
 @dataclass
@@ -240,9 +253,11 @@ def replay_rule(log: RoundLog, factory: RuleFactory, user_turns: str = "reset", 
 
 
 def round_progress(log: RoundLog, config: NoveltyConfig) -> list[tuple[str, bool]]:
-    """Per round: its kind (read, write, ask) and whether it made progress,
-    by the record's rule. Computed once per novelty config; patience values
-    reuse it (the tuner)."""
+    """Per round of one reply: its kind (read, write, ask) and whether it
+    made progress, by the record's rule. Computed once per novelty config;
+    patience values reuse it: the tuner's private fast path, which
+    `apply_patience` or `sweep.stop_rounds` turns into the stops `replay`
+    gives (a test holds the two together)."""
     rule = RecordRule(PATIENCE.max, config)
     out = []
     for rnd in log.rounds:
@@ -264,18 +279,22 @@ def apply_patience(progress: list[tuple[str, bool]], patience: int) -> tuple[int
     return None, counters
 
 
-def replay(log: RoundLog, *, patience: int = PATIENCE.default, normalization: str = "default",
+def replay(log: RoundLog, rule: RuleChoice | None = None, user_turns: str = "reset", *,
+           patience: int | None = None, normalization: str | None = None,
            config: NoveltyConfig | None = None) -> ReplayResult:
-    cfg = config or NoveltyConfig(normalization=normalization)
-    progress = round_progress(log, cfg)
-    stop, counters = apply_patience(progress, patience)
-    return ReplayResult(log.path, len(log.rounds), stop, "no_progress" if stop else None,
-                        [i for i, (_, made) in enumerate(progress, start=1) if made], counters)
+    """`log` through the rule `rule` chooses (default: the record's; `patience`,
+    `normalization` and `config` are shorthand for its parameters): the one
+    replay road, the rule reset at each reply as the loop, the gate and the
+    tuner reset it (`replay_with`)."""
+    if rule is not None and (patience, normalization, config) != (None, None, None):
+        raise TypeError("replay: give a rule choice or the record's shorthand, not both")
+    return replay_with(log, rule or record_choice(patience, config, normalization), user_turns)
 
 
-def replay_with(log: RoundLog, factory: RuleFactory, user_turns: str = "reset") -> ReplayResult:
-    """`replay` under any stop rule (progress rounds where the rule notes them)."""
-    r = replay_rule(log, factory, user_turns)
+def replay_with(log: RoundLog, rule: RuleChoice | RuleFactory, user_turns: str = "reset") -> ReplayResult:
+    """`log` through a rule (a choice, or a factory of fresh rules), reset at
+    each reply; progress rounds where the rule notes them."""
+    r = replay_rule(log, rule.build if isinstance(rule, RuleChoice) else rule, user_turns)
     return ReplayResult(log.path, len(log.rounds), r.stop_round, "no_progress" if r.stop_round else None,
                         [v.index for _, v, n in r.rounds if n.get("progress")],
                         [n.get("patience_counter") for _, _, n in r.rounds if n.get("patience_counter") is not None],

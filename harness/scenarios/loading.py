@@ -134,7 +134,33 @@ def parse_scenario(text: str, name: str) -> Scenario:
         except SettingsError as exc:
             raise UserInputError(exc.message, file=name, line=where, key=f"settings.{key}",
                                  expected=exc.expected) from None
-    return scn.model_copy(update={"source": name})
+    return _check_rule(scn, name, lines).model_copy(update={"source": name})
+
+
+RULE_SETTING = "chat.research_stop_rule"
+
+
+def _check_rule(scn: Scenario, name: str, lines: dict[tuple, int]) -> Scenario:
+    """The scenario's stop rule chosen as the loop will build it, when the
+    file loads: a bad rule or parameter names this file and line, and a rule
+    file named by a relative path is found from this file's folder (the
+    scenario keeps it as a path that holds from any folder)."""
+    spec = scn.settings.get(RULE_SETTING)
+    params = scn.loop.stop_rule_params
+    if spec is None and not params:
+        return scn
+    from imprint_core.stoprules import choose
+    where = ("loop", "stop_rule_params")
+    patience = scn.settings.get("chat.research_no_progress_rounds", SPECS["chat.research_no_progress_rounds"].default)
+    choice = choose(spec, params, defaults={"patience": patience, "novelty": scn.loop.novelty()},
+                    key="loop.stop_rule_params.", file=name,
+                    lines={k: line_of(lines, where + (k,)) for k in params},
+                    spec_key=f"settings.{RULE_SETTING}" if spec is not None else "loop.stop_rule_params",
+                    spec_line=line_of(lines, ("settings", RULE_SETTING) if spec is not None else where),
+                    base=Path(name).parent)
+    if spec is None:
+        return scn
+    return scn.model_copy(update={"settings": {**scn.settings, RULE_SETTING: choice.spec}})
 
 
 def _check_calls(scn: Scenario, name: str, lines: dict[tuple, int]) -> None:

@@ -6,6 +6,7 @@ a scenario tests.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -229,6 +230,11 @@ class LoopSpec(_Strict):
     stop_rule_params: dict[str, Any] = Field(
         {}, description="Parameters of the stop rule that `settings: {chat.research_stop_rule: NAME}` selects "
                         "(`imprint rules` lists each rule's), e.g. {threshold: 3} for gemini-cli")
+
+    def novelty(self) -> NoveltyConfig:
+        """The novelty config these fields set (the others at their shipped values)."""
+        return NoveltyConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(NoveltyConfig)
+                                if f.name in type(self).model_fields})
 
 
 StopReasonName = Literal["answered", "time_budget", "token_budget", "no_progress", "context_full", "cancelled"]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import Any, Callable
 from imprint_core.clock import MonotonicClock, VirtualClock
 from imprint_core.errors import ImprintError, UserInputError
 from imprint_core.loop import LoopConfig, ResearchLoop, ResearchResult
-from imprint_core.novelty import NoveltyConfig
 from imprint_core.settings import ResearchSettings
 from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.events import Event, RunError
@@ -19,7 +17,7 @@ from imprint_core.trace import EventLog, TraceWriter
 from imprint_core.types import CancelToken, Clock, Provider
 
 from .expectations import Failure, check
-from .model import LoopSpec, Scenario
+from .model import Scenario
 from .providers import provider_session
 from .simtools import build_tools
 
@@ -77,8 +75,7 @@ def loop_config(scn: Scenario) -> LoopConfig:
                       final_deadline_sec=l.final_deadline_sec, max_retries=l.max_retries,
                       section_workers=l.section_workers, **({"system_prompt": l.system_prompt}
                                                              if l.system_prompt else {}),
-                      novelty=NoveltyConfig(**{f.name: getattr(l, f.name) for f in dataclasses.fields(NoveltyConfig)
-                                               if f.name in LoopSpec.model_fields}),
+                      novelty=l.novelty(),
                       stop_rule_params=dict(l.stop_rule_params))
 
 

@@ -10,11 +10,13 @@ rule says so.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections import OrderedDict, deque
 from typing import Any
 
 import xxhash
 
+from .. import params as typed
 from ..novelty import NoveltyConfig, NoveltyTracker, PatienceRule
 from ..novelty.rule import RoundNovelty
 from ..rounds import classify_round
@@ -23,6 +25,7 @@ from .protocol import CallView, Rule, RoundView, calls_of
 from .registry import build, register, stop_rule
 
 _NOVELTY_FIELDS = {f.name: f.default for f in dataclasses.fields(NoveltyConfig)}
+_NOVELTY_TYPES = {n: t for n, t in typing.get_type_hints(NoveltyConfig).items() if n in _NOVELTY_FIELDS}
 PATIENCE_DEFAULT = SPECS["chat.research_no_progress_rounds"].default
 
 
@@ -80,7 +83,7 @@ def judge_reads(tracker: NoveltyTracker, round: RoundView) -> tuple[list, list, 
 
 
 @stop_rule("record", source="ADR 0102 (Decision; research-loop.md, Progress): novelty × patience",
-           extra_params={k: v for k, v in _NOVELTY_FIELDS.items()})
+           extra_params={k: v for k, v in _NOVELTY_FIELDS.items()}, extra_types=_NOVELTY_TYPES)
 def make_record(patience: int = PATIENCE_DEFAULT, novelty: NoveltyConfig | None = None, **fields: Any) -> RecordRule:
     """The record's rule: `patience` consecutive read rounds without new evidence (any NoveltyConfig field too)."""
     spec = SPECS["chat.research_no_progress_rounds"]
@@ -315,7 +318,7 @@ class AnyRule(Rule):
 @stop_rule("any", source="composition: stops when any of its rules stops")
 def make_any(rules: list = ["record", "gemini-cli"], **params: Any) -> AnyRule:  # noqa: B006 (never mutated)
     """Stops when any of `rules` stops; `NAME.PARAM=VALUE` sets a parameter of one of them."""
-    names = [r.strip() for r in (rules.split(",") if isinstance(rules, str) else rules) if str(r).strip()]
+    names = [r.strip() for r in (typed.list_items(rules) if isinstance(rules, str) else rules) if str(r).strip()]
     per: dict[str, dict[str, Any]] = {n: {} for n in names}
     for key, value in params.items():
         name, dot, p = key.rpartition(".")

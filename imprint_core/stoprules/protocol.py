@@ -10,7 +10,7 @@ A stop rule is built by a factory, `make(**params) -> rule`, and then:
 `round` is a `RoundView`: `.index` (1-based, within the run), `.kind`
 (`read`, `write`, `ask`, or `error` for a coordinator turn that failed or
 brought neither text nor calls) and `.calls`, each a `CallView` with `.tool`,
-`.args` (a dict), `.kind`, `.status` (`ok`, `empty`, `error`, or
+`.args` (a dict, read-only: every rule sees the same), `.kind`, `.status` (`ok`, `empty`, `error`, or
 `not_executed` for a call the deadline suppressed) and `.result` (the text).
 
 The loop and every replay of a round log hand the rule the same views, so
@@ -27,6 +27,56 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 ROUND_KINDS = ("read", "write", "ask", "error")
 
 
+def _read_only(self, *args: Any, **kwargs: Any) -> None:
+    raise TypeError("a stop rule sees a call's arguments read-only: every rule is handed the same ones, so a "
+                    "change would reach the others (copy them to change them: dict(call.args))")
+
+
+class FrozenDict(dict):
+    """A dict that cannot be changed: the arguments every rule is handed.
+    A dict still (json.dumps, isinstance(..., dict) and equality as before)."""
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore
+
+    def __reduce__(self):
+        return FrozenDict, (dict(self),)
+
+    def __copy__(self) -> "FrozenDict":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "FrozenDict":
+        return self
+
+
+class FrozenList(list):
+    """A list that cannot be changed (inside frozen arguments)."""
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = remove = pop = clear = sort = reverse = \
+        __iadd__ = __imul__ = _read_only  # type: ignore
+
+    def __reduce__(self):
+        return FrozenList, (list(self),)
+
+    def __copy__(self) -> "FrozenList":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "FrozenList":
+        return self
+
+
+def frozen(value: Any) -> Any:
+    """`value` with every dict and list in it read-only (recursively)."""
+    if isinstance(value, (FrozenDict, FrozenList)):
+        return value
+    if isinstance(value, dict):
+        if any(isinstance(v, (dict, list)) for v in value.values()):
+            return FrozenDict((k, frozen(v)) for k, v in value.items())
+        return FrozenDict(value)     # flat, as most arguments are: one copy
+    if isinstance(value, list):
+        return FrozenList(frozen(v) for v in value)
+    return value
+
+
 @dataclass(frozen=True)
 class CallView:
     tool: str
@@ -35,6 +85,12 @@ class CallView:
     status: str                    # ok | empty | error | not_executed
     result: str
     segments: tuple[str, ...] | None = None   # evidence units, where the tool gave them
+
+    def __post_init__(self) -> None:
+        # Every rule (compare's, the loop's `any`) is handed the same arguments:
+        # read-only, so that one rule cannot change what another sees.
+        if type(self.args) is not FrozenDict:
+            object.__setattr__(self, "args", frozen(self.args))
 
     @property
     def action(self) -> str:

@@ -10,8 +10,9 @@ A rule is named by a spec:
 
 A factory's keyword parameters with defaults are the rule's parameters;
 `build` checks the names it is given and converts text (from `--param
-name=value` or a TOML table) to the default's type. Built-ins register with
-`register` exactly as a user's factory would.
+name=value` or a TOML table) to the parameter's type (its annotation, else
+its default's) with the one converter, `imprint_core.params`. Built-ins
+register with `register` exactly as a user's factory would.
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .. import params as typed
 from ..errors import UserInputError
 from .guard import USER_FAILURES, Guarded, call_factory, user_files
 from .protocol import Rule, as_rule
@@ -41,6 +44,7 @@ class RuleInfo:
     origin: str = "built-in"        # built-in, entry point, file or module
     spec: str = ""                  # what names it in `--rule`
     open_params: bool = False       # takes parameters it does not list (any: NAME.PARAM)
+    types: dict[str, Any] = field(default_factory=dict, repr=False)   # name -> the type a value must have
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "params": {k: _jsonable(v) for k, v in self.params.items()},
@@ -65,22 +69,38 @@ def params_of(factory: Callable[..., Any], extra: Mapping[str, Any] | None = Non
     return out
 
 
+def types_of(factory: Callable[..., Any], params: Mapping[str, Any],
+             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Each parameter's type: `extra`'s, else the factory's annotation, else
+    its default's (`params.type_of_default`). An annotation that cannot be
+    resolved counts as absent."""
+    try:
+        hints = typing.get_type_hints(factory)
+    except Exception:   # a user's annotation naming what is not there: fall back to the defaults
+        hints = {}
+    extra = extra or {}
+    return {n: extra.get(n) or hints.get(n) or typed.type_of_default(d) for n, d in params.items()}
+
+
 def _open(factory: Callable[..., Any]) -> bool:
     return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
 
 
 def register(name: str, factory: Callable[..., Any], *, source: str = "", summary: str = "",
-             extra_params: Mapping[str, Any] | None = None, origin: str = "built-in") -> RuleInfo:
-    info = RuleInfo(name, factory, params_of(factory, extra_params), source,
-                    summary or _first_line(factory.__doc__), origin, name, extra_params is None and _open(factory))
+             extra_params: Mapping[str, Any] | None = None, origin: str = "built-in",
+             extra_types: Mapping[str, Any] | None = None) -> RuleInfo:
+    params = params_of(factory, extra_params)
+    info = RuleInfo(name, factory, params, source, summary or _first_line(factory.__doc__), origin, name,
+                    extra_params is None and _open(factory), types_of(factory, params, extra_types))
     _BUILTIN[name] = info
     return info
 
 
-def stop_rule(name: str, *, source: str = "", extra_params: Mapping[str, Any] | None = None):
+def stop_rule(name: str, *, source: str = "", extra_params: Mapping[str, Any] | None = None,
+              extra_types: Mapping[str, Any] | None = None):
     """Decorator form of `register`, for a factory."""
     def deco(factory):
-        register(name, factory, source=source, extra_params=extra_params)
+        register(name, factory, source=source, extra_params=extra_params, extra_types=extra_types)
         return factory
     return deco
 
@@ -119,12 +139,30 @@ def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
         raise UserInputError(f"{spec} is not a factory (a callable that returns a rule)", key="--rule",
                              expected="make(**params) -> rule")
     source = spec.rpartition(":")[0] if origin == "file" else getattr(factory, "__module__", "") or spec
-    return RuleInfo(name, factory, params_of(factory), source, _first_line(getattr(factory, "__doc__", None)),
-                    origin, spec, _open(factory))
+    params = params_of(factory)
+    return RuleInfo(name, factory, params, source, _first_line(getattr(factory, "__doc__", None)),
+                    origin, spec, _open(factory), types_of(factory, params))
 
 
 def _load_builtins() -> None:
     from . import builtin, candidate  # noqa: F401  (register on import)
+
+
+def names_file(spec: str) -> bool:
+    """Whether `spec` names a factory in a Python file (FILE.py:FACTORY)."""
+    target = spec.strip().rpartition(":")[0]
+    return bool(target) and (target.endswith(".py") or "/" in target or "\\" in target)
+
+
+def anchored(spec: str, base: str | Path | None) -> str:
+    """`spec` with a relative rule file made relative to `base` (the folder
+    of the file that names it), so it names the same file from any folder."""
+    spec = spec.strip()
+    if base is None or not names_file(spec):
+        return spec
+    target, _, attr = spec.rpartition(":")
+    path = Path(target)
+    return spec if path.is_absolute() else f"{(Path(base) / path).absolute()}:{attr}"
 
 
 def resolve(spec: str) -> RuleInfo:
@@ -151,7 +189,7 @@ def resolve(spec: str) -> RuleInfo:
     if not target or not attr.isidentifier():
         raise UserInputError(f"{spec!r} does not name a factory", key="--rule",
                              expected="FILE.py:FACTORY or MODULE:FACTORY")
-    if target.endswith(".py") or "/" in target or "\\" in target:
+    if names_file(spec):
         module = _load_file(Path(target))
         origin = "file"
     else:
@@ -190,39 +228,36 @@ def _load_file(path: Path):
     return module
 
 
-def convert(info: RuleInfo, name: str, value: Any, key: str = "--param") -> Any:
-    """`value` (text from the command line, or a TOML value) as parameter
-    `name` of `info`, by its default's type; UserInputError naming the key."""
+def param_key(key: str, name: str) -> str:
+    """How an error names parameter `name` given under `key`: `--param
+    threshold`, or `loop.stop_rule_params.threshold` where `key` ends in a dot."""
+    return key + name if key.endswith(".") else f"{key} {name}"
+
+
+def convert(info: RuleInfo, name: str, value: Any, key: str = "--param", *, file: str | None = None,
+            line: int | None = None) -> Any:
+    """`value` (text from the command line, or a TOML or YAML value) as
+    parameter `name` of `info`, of its type (`params.convert`, the one
+    converter); UserInputError naming the key, and the file and line when given."""
     if name not in info.params:
         if info.open_params:
             return value
-        raise UserInputError(f"rule {info.name!r} has no parameter {name!r}", key=f"{key} {name}",
+        raise UserInputError(f"rule {info.name!r} has no parameter {name!r}", file=file, line=line,
+                             key=param_key(key, name),
                              expected="one of " + (", ".join(info.params) or "(no parameters)"))
-    default = info.params[name]
-    if not isinstance(value, str) or isinstance(default, str) or default is None:
-        return value
-    text = value.strip()
+    typ = info.types.get(name) or typed.type_of_default(info.params[name])
     try:
-        if isinstance(default, bool):
-            if text.lower() in ("true", "yes", "1", "on"):
-                return True
-            if text.lower() in ("false", "no", "0", "off"):
-                return False
-            raise ValueError
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-        if isinstance(default, (list, tuple)):
-            return [t.strip() for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise UserInputError(f"{value!r} is not a {type(default).__name__}", key=f"{key} {name}",
-                             expected=f"a {type(default).__name__}, like the default {default!r}") from None
-    return value
+        return typed.convert(value, typ)
+    except typed.ParamError as exc:
+        default = info.params[name]
+        raise UserInputError(f"{name}: {exc.message}", file=file, line=line, key=param_key(key, name),
+                             expected=exc.expected + (f", like the default {typed.show(default)}"
+                                                      if default is not None else "")) from None
 
 
 def build(spec: str | RuleInfo, params: Mapping[str, Any] | None = None, key: str = "--param", *,
-          defaults: Mapping[str, Any] | None = None) -> Rule:
+          defaults: Mapping[str, Any] | None = None, file: str | None = None,
+          lines: Mapping[str, int | None] | None = None) -> Rule:
     """The rule `spec` names, built with `params` (checked and converted),
     and each of `defaults` that it takes and `params` does not give (the
     loop's patience and novelty config, for the record's rule and rules
@@ -232,7 +267,9 @@ def build(spec: str | RuleInfo, params: Mapping[str, Any] | None = None, key: st
     for name, value in (defaults or {}).items():
         if name in info.params:
             params.setdefault(name, value)
-    kwargs = {n: convert(info, n, v, key) for n, v in params.items()}
+    lines = lines or {}
+    kwargs = {n: convert(info, n, v, key, file=file, line=lines.get(n)) for n, v in params.items()}
+    where = next((lines[n] for n in params if lines.get(n)), None)
     # A user's rule runs behind one boundary (guard.py): what it raises is their mistake, named, exit 2.
     own = info.origin != "built-in"
     files = user_files(info.factory, info.spec) if own else set()
@@ -241,13 +278,13 @@ def build(spec: str | RuleInfo, params: Mapping[str, Any] | None = None, key: st
     except UserInputError:
         raise
     except (TypeError, ValueError) as exc:
-        raise UserInputError(f"rule {info.name!r}: {exc}", key=key,
+        raise UserInputError(f"rule {info.name!r}: {exc}", key=key.rstrip("."), file=file, line=where,
                              expected="parameters " + (", ".join(f"{k}={v!r}" for k, v in info.params.items())
                                                        or "(none)")) from None
     try:
         rule = as_rule(made, info.name)
     except TypeError as exc:
-        raise UserInputError(f"rule {info.name!r}: its factory returned {exc}", key="--rule",
+        raise UserInputError(f"rule {info.name!r}: its factory returned {exc}", key="--rule", file=file,
                              expected="an object with observe(round) and reset()") from None
     return Guarded(rule, info.spec or info.name, files) if own else rule
 

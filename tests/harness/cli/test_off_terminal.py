@@ -39,5 +39,5 @@ def test_a_table_in_a_log_keeps_every_column_on_one_line(tmp_path: Path, monkeyp
     out = capsys.readouterr().out.splitlines()
     assert any(all(col in ln for col in ("condition", "subject", "figure", "threshold", "verdict")) for ln in out)
     row = [ln for ln in out if "mine: loop recall" in ln]
-    assert len(row) == 1 and "1 of 1 loops caught (100%)" in row[0] and "holds" in row[0]
+    assert len(row) == 1 and "1 of 1 loops caught (100.0%; 95% interval 20.7%–100.0%)" in row[0] and "holds" in row[0]
     assert "≥ baseline 100% (1/1, abc1234); goal ≥ 80%, not gated" in row[0]
