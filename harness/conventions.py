@@ -6,9 +6,13 @@ unusable input (the message names the file, line and key; never a
 traceback) and 3 on an internal error."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from imprint_core.errors import UserInputError
 
@@ -28,6 +32,39 @@ def workdir() -> Path:
 
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+LOCK_WAIT_SEC = 120.0
+"""How long a writer waits for another one to finish with the same files."""
+
+
+@contextlib.contextmanager
+def locked(target: Path, *, command: str, what: str, key: str | None = None, expected: str,
+           wait: float = LOCK_WAIT_SEC) -> Iterator[None]:
+    """Hold `target`'s lock (one `command` at a time reads, checks and
+    replaces its files). The lock file lives in the temporary folder, named
+    by the target's real path, so that the repository gets no litter; a
+    lock that cannot be had names the target."""
+    from filelock import FileLock, Timeout
+    digest = hashlib.blake2b(str(Path(target).resolve()).encode(), digest_size=8).hexdigest()
+    lock_path = Path(tempfile.gettempdir()) / "imprint-locks" / f"{command.replace(' ', '-')}-{digest}.lock"
+    try:
+        if not lock_path.parent.is_dir():
+            lock_path.parent.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(lock_path.parent, 0o1777)   # every user's locks, like the temporary folder itself
+        lock = FileLock(str(lock_path), timeout=wait, mode=0o666)
+        lock.acquire()
+    except Timeout:
+        raise UserInputError(f"another `imprint {command}` has held the {what}'s lock for {wait:g} s",
+                             file=str(target), expected=f"one `imprint {command}` at a time") from None
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing=f"lock the {what}", key=key, expected=expected,
+                                           file=str(target)) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True)
