@@ -13,6 +13,8 @@ from typing import Any, Iterator
 
 import jsonlines
 
+from .errors import digits_exceeded, too_many_digits
+
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write beside the target, fsync, then rename over it: a reader (or a
@@ -159,16 +161,38 @@ def write_files(root: Path, files: dict[Path, str], *, tag: str = "write") -> li
         shutil.rmtree(stage, ignore_errors=True)
 
 
-class NestedTooDeep(ValueError):
-    """A JSON line nested past the decoder's recursion limit (a mistake in
-    the input, not a crash); says what the RecursionError said."""
+class UnreadableJSON(ValueError):
+    """JSON the decoder took apart but Python cannot hold (a mistake in the
+    input, not a crash); its text says what, as the rest of a sentence."""
 
 
-def _loads(line: str) -> Any:
+class NestedTooDeep(UnreadableJSON):
+    """A JSON line nested past the decoder's recursion limit."""
+
+    def __str__(self) -> str:
+        return "nested too deeply"
+
+
+class NumberTooLong(UnreadableJSON):
+    """An integer past Python's digit limit (int() refuses it)."""
+
+    def __str__(self) -> str:
+        return too_many_digits()
+
+
+def loads_json(text: str | bytes) -> Any:
+    """json.loads, with what it cannot read that is no JSON syntax error
+    raised as an UnreadableJSON (a RecursionError and the digit limit's
+    ValueError would otherwise pass for a crash)."""
     try:
-        return json.loads(line)
-    except RecursionError as exc:  # jsonlines turns only a ValueError into an InvalidLineError
-        raise NestedTooDeep(str(exc)) from None
+        return json.loads(text)
+    except RecursionError:  # jsonlines turns only a ValueError into an InvalidLineError
+        raise NestedTooDeep() from None
+    except ValueError as exc:
+        if digits_exceeded(exc):
+            raise NumberTooLong() from None
+        raise
+
 
 
 def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
@@ -178,7 +202,7 @@ def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
     and the like, which a JSON string may hold unescaped, and so misnumber
     (or break) the lines after. A line that is not JSON raises
     `jsonlines.InvalidLineError` (`.lineno`, `.line`; its `__cause__` is
-    the decoder's error, or `NestedTooDeep`); `null` is a value like any
+    the decoder's error, or an `UnreadableJSON`); `null` is a value like any
     other."""
     no = 0
 
@@ -188,6 +212,6 @@ def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
             yield line
 
     # The reader takes one line per value, so `no` is the line it last read.
-    reader = jsonlines.Reader(numbered(), loads=_loads)
+    reader = jsonlines.Reader(numbered(), loads=loads_json)
     for value in reader.iter(allow_none=True, skip_empty=True):
         yield no, value

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .counting import COUNTING_MODES
-from .errors import SettingsError
+from .errors import SettingsError, digits_exceeded, too_many_digits
 from .files import atomic_write_text
 
 
@@ -125,7 +125,13 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
         # digits (as TOML and Python write them); anything else is not a number.
         text = value.strip()
         if _INTEGER.fullmatch(text):
-            parsed = int(text)
+            try:
+                parsed = int(text)
+            except ValueError as exc:   # past Python's digit limit: no setting's bound is that far
+                if not digits_exceeded(exc):
+                    raise
+                raise SettingsError(too_many_digits(), file=source, line=line, key=key,
+                                    expected=f"an integer in {spec.bounds()}") from None
     if parsed is None:
         raise SettingsError(f"{value!r} is not an integer", file=source, line=line, key=key,
                             expected=f"an integer in {spec.bounds()}")
@@ -171,6 +177,10 @@ def _toml_problem(text: str, exc: Exception) -> str:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         return str(e)
+    except ValueError as e:     # tomllib lets int()'s refusal of a number past the digit limit through
+        if digits_exceeded(e):
+            return too_many_digits()
+        raise
     return str(exc)
 
 

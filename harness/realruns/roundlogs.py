@@ -102,7 +102,7 @@ def parse_round_log(raw: str, p: str) -> RoundLog:
     except jsonlines.InvalidLineError as exc:
         cause = exc.__cause__
         why = (f"not valid JSON: {cause.msg} at column {cause.colno}" if isinstance(cause, json.JSONDecodeError)
-               else "not readable JSON: nested too deeply")
+               else f"not readable JSON: {cause}")     # an UnreadableJSON: too deep, too many digits
         raise UserInputError(why, file=p, line=exc.lineno) from None
     if not objs:
         raise UserInputError("empty file: no header", file=p, line=1, key="format", expected=ROUNDS_FORMAT)

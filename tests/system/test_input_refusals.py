@@ -118,6 +118,31 @@ def test_a_round_log_line_nested_too_deeply_names_its_line(tmp_path):
     assert info.value.line == 2 and "nested too deeply" in info.value.describe()
 
 
+# ---- integers past Python's digit limit (issue 45, item 12): named by place, never "nested too deeply" ------
+LONG = "9" * 5000
+
+
+@pytest.mark.parametrize("name, text, line", [
+    ("run.traj.json", '{"messages": [\n{"role": "user", "content": "hi", "n": ' + LONG + "}]}\n", 2),
+    ("run.jsonl", '{"role": "user", "content": "hi"}\n{"role": "user", "n": -' + LONG + "}\n", 2),
+])
+def test_an_imported_run_with_an_integer_of_5000_digits_names_its_line(tmp_path, capsys, name, text, line):
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / name).write_text(text)
+    err = refused(capsys, ["import", str(tmp_path / "raw" / name), "--out", str(tmp_path / "out")],
+                  f"{name}:{line}: an integer of more than 4,300 digits")
+    assert "nested too deeply" not in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_labels_entry_with_a_long_integer_is_named():
+    from harness.yamlsource import load_yaml_entries
+    text = "runs:\n  a: {loops: [3, 9]}\n  b: {should_not_stop_before: " + LONG + "}\n"
+    with pytest.raises(UserInputError) as info:
+        list(load_yaml_entries(text, "labels.yaml", "runs"))
+    assert (info.value.file, info.value.line, info.value.key) == ("labels.yaml", 3, "runs.b.should_not_stop_before")
+
+
 # ---- YAML alias bombs -----------------------------------------------------------------------------------------
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
     lines = ["name: bomb", "question: q", "a0: &a0 [" + ",".join(['"lol"'] * width) + "]"]
