@@ -100,6 +100,16 @@ REMOTE = GOOD.replace("provider:\n  kind: stub\n  script:\n    - calls: [{tool: 
 
 @pytest.mark.parametrize("case,content", [("missing", None), ("not-yaml", "interactions: [\n"),
                                           ("empty", "interactions: []\nversion: 1\n"),
+                                          # valid YAML, not a cassette's shape (issue 45, item 14)
+                                          ("a-list", "- just\n- a list\n"), ("a-number", "42\n"),
+                                          ("interactions-a-number", "interactions: 5\n"),
+                                          ("interaction-a-number", "interactions:\n- 5\n"),
+                                          ("request-a-number", "interactions:\n- request: 5\n  response: {}\n"),
+                                          ("request-without-uri", "interactions:\n- request: {method: POST}\n"
+                                                                  "  response: {}\n"),
+                                          ("request-unknown-key", "interactions:\n- request: {method: POST, "
+                                                                  "uri: 'http://x/v1/chat/completions', verb: 1}\n"
+                                                                  "  response: {}\n"),
                                           ("not-chat", "interactions:\n- request: {uri: 'http://127.0.0.1:8099/v1/x', "
                                                        "body: 'nope', method: POST, headers: {}}\n  response: {}\n")])
 def test_cassette(tmp_path: Path, capsys, case: str, content: str | None) -> None:
