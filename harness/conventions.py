@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from imprint_core.errors import UserInputError
+from imprint_core.files import atomic_write_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout this package was installed from: in a second clone sharing one
@@ -32,6 +33,23 @@ def workdir() -> Path:
 
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def write_output(path: str | Path, text: str, *, key: str, example: str) -> Path:
+    """A command's output file written atomically (its folders made). A
+    folder standing where the file goes, or a folder that cannot hold it, is
+    the user's mistake, named with the option `key`, never a crash."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserInputError("is a folder, not a file to write", file=str(path), key=key,
+                             expected=f"the path of a file, e.g. {example}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="write the output", key=key, file=str(path),
+                                           expected=f"the path of a file that can be written, e.g. {example}") from None
+    return path
 
 
 LOCK_WAIT_SEC = 120.0

@@ -19,8 +19,10 @@ from imprint_core.novelty import NoveltyConfig, PatienceRule
 from imprint_core.stoprules import CallView, RoundView, Rule, build as build_rule
 from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
-from imprint_core.settings import SPECS, atomic_write_text
+from imprint_core.settings import SPECS
 from imprint_core.trace import read_trace
+
+from ..conventions import write_output
 
 ROUNDS_FORMAT = "imprint-rounds/1"
 KINDS = ("read", "write", "ask")
@@ -316,7 +318,4 @@ def trace_to_round_log(trace_path: str | Path) -> str:
 
 def export_round_log(trace_path: str | Path, out: str | Path) -> Path:
     text = trace_to_round_log(trace_path)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, text)
-    return out
+    return write_output(out, text, key="-o", example="run.jsonl")

@@ -58,6 +58,23 @@ def raw_trajectories(folder: Path, n: int = 3) -> Path:
     return folder
 
 
+TRACE = ROOT / "traces" / "local" / "72-local-time-budget-real-clock.jsonl"
+
+
+@pytest.mark.parametrize("command", ["export-otel", "export-rounds"])
+def test_an_export_output_naming_a_folder_or_below_a_file(tmp_path, capsys, command):
+    """-o naming an existing folder was an IsADirectoryError (exit 3) (issue 45, item 15)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "kept.txt").write_text("mine")
+    refused(capsys, [command, str(TRACE), "-o", str(folder)], str(folder), "-o", "is a folder")
+    assert [p.name for p in folder.iterdir()] == ["kept.txt"] and not list(tmp_path.glob(".out.*"))
+    (tmp_path / "afile").write_text("x")
+    refused(capsys, [command, str(TRACE), "-o", str(tmp_path / "afile" / "x.jsonl")], "afile", "-o",
+            "a file stands where a folder should be")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
 def test_import_out_given_a_file(tmp_path, capsys):
     (tmp_path / "out").write_text("x")
     refused(capsys, ["import", str(raw_trajectories(tmp_path / "raw")), "--out", str(tmp_path / "out")], "--out")
