@@ -161,6 +161,44 @@ def write_files(root: Path, files: dict[Path, str], *, tag: str = "write") -> li
         shutil.rmtree(stage, ignore_errors=True)
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux's renameat2 RENAME_EXCHANGE);
+    False where the system or the file system cannot."""
+    import ctypes
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd, exchange = -100, 2       # AT_FDCWD, RENAME_EXCHANGE
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_in(stage: Path, target: Path) -> None:
+    """Put the complete folder `stage` (a staging_dir beside `target`) in
+    `target`'s place, whole: a reader, or a crash at any point, sees the old
+    folder or the new one, never a mix. The folders are exchanged in one
+    rename where the system can (Linux), else the old one is renamed aside
+    first (a crash between the two renames leaves no `target`, the old
+    folder under a staging name); the old folder is then removed."""
+    stage, target = Path(stage), Path(target)
+    if not target.exists():
+        os.rename(stage, target)
+        return
+    if target.is_dir() and not target.is_symlink():
+        os.chmod(stage, stat.S_IMODE(target.stat().st_mode))   # the folder keeps its mode
+    if not _exchange(stage, target):
+        aside = staging_dir(target.parent, "old")
+        os.rename(target, aside / "x")
+        os.rename(stage, target)
+        stage = aside
+    shutil.rmtree(stage, ignore_errors=True)   # now the old folder
+
+
 class UnreadableJSON(ValueError):
     """JSON the decoder took apart but Python cannot hold (a mistake in the
     input, not a crash); its text says what, as the rest of a sentence."""
