@@ -141,6 +141,28 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
     return parsed
 
 
+STOP_RULE = "chat.research_stop_rule"
+
+
+def check_stop_rule(spec: str) -> str:
+    """`spec` if the stop-rule registry resolves it to a rule factory (a
+    known name, a FILE.py:FACTORY whose file defines it, an importable
+    MODULE:FACTORY), else a SettingsError naming the key, the value and the
+    known rules: saved unchecked, an unknown rule, a missing file or
+    `os:system` only failed at the next run. The factory is not called."""
+    from .errors import UserInputError
+    from .stoprules.registry import available, resolve
+    try:
+        resolve(spec)
+    except UserInputError as exc:
+        known = ", ".join(info.name for info in available())
+        where = f" ({exc.file}{f':{exc.line}' if exc.line else ''})" if exc.file else ""
+        raise SettingsError(f"{spec!r} names no stop rule: {exc.message}{where}", key=STOP_RULE,
+                            expected=f"one of {known}, or FILE.py:FACTORY, or MODULE:FACTORY "
+                                     "(`imprint rules` lists them)") from None
+    return spec
+
+
 @dataclass(frozen=True)
 class ResearchSettings:
     """The resolved values one run uses; immutable for the run's duration."""
@@ -282,6 +304,8 @@ class Settings:
 
     def set(self, key: str, value: Any) -> Any:
         parsed = validate(key, value)
+        if key == STOP_RULE:
+            check_stop_rule(parsed)
         import tomlkit
         doc = self._load_document()
         section, name = key.split(".", 1)

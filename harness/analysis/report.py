@@ -138,6 +138,8 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
     folder's other files are carried over."""
     from imprint_core.files import clean_stale, staging_dir, swap_in
     out = Path(out)
+    if out.is_symlink():
+        out = out.resolve()                         # the folder it names is replaced, the link kept
     if out.exists() and not out.is_dir():
         raise UserInputError("a file stands where the report's folder goes", file=str(out), key="--out",
                              expected="a folder (created, or its report replaced)")

@@ -134,6 +134,8 @@ def test_cassette(tmp_path: Path, capsys, case: str, content: str | None) -> Non
     (["settings", "get", "chat.nope"], "chat.nope"),
     (["settings", "set", "chat.max_tokens", "ten"], "not an integer"),
     (["settings", "set", "chat.max_tokens", "9" * 5000], "chat.max_tokens: an integer of more than 4,300 digits"),
+    (["settings", "set", "chat.research_stop_rule", "os:system"], "chat.research_stop_rule: 'os:system' names no "),
+    (["settings", "set", "chat.research_stop_rule", "gemini"], "one of record, round-cap"),
     (["check", "--config", "no/such/gate.toml"], "no/such/gate.toml"),
     (["tune", "no/such/logs", "--labels", "no/such/labels.yaml"], "no/such"),
 ])
