@@ -3,6 +3,7 @@ name the file, the line and the key instead of showing a traceback."""
 from __future__ import annotations
 
 import re
+import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -111,6 +112,7 @@ def _check_scalars(root: yaml.Node, name: str, path: tuple = ()) -> None:
     with a lone surrogate (an escape such as "\\ud83d", half of a pair, which
     no UTF-8 trace can hold: the run failed writing it) and an integer past
     Python's digit limit (int() refuses it); each named by line and key."""
+    limit = sys.get_int_max_str_digits() or float("inf")
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, tuple]] = [(root, path)]
     while stack:
@@ -119,12 +121,12 @@ def _check_scalars(root: yaml.Node, name: str, path: tuple = ()) -> None:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.ScalarNode):
-            bad = _SURROGATE.search(node.value)
+            bad = None if node.value.isascii() else _SURROGATE.search(node.value)
             if bad:
                 raise UserInputError(f"a lone surrogate {bad.group()!r} (half of a UTF-16 pair) in a string",
                                      file=name, line=node.start_mark.line + 1, key=key_text(at),
                                      expected="whole characters: both halves, as \\ud83d\\ude00, or \\U0001F600")
-            if node.tag == _INT_TAG:
+            if node.tag == _INT_TAG and len(node.value) > limit:     # shorter ones have fewer digits
                 try:
                     _INTS.construct_yaml_int(node)
                 except ValueError:
