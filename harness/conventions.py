@@ -6,11 +6,16 @@ unusable input (the message names the file, line and key; never a
 traceback) and 3 on an internal error."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from imprint_core.errors import UserInputError
+from imprint_core.files import atomic_write_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout this package was installed from: in a second clone sharing one
@@ -28,6 +33,56 @@ def workdir() -> Path:
 
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def write_output(path: str | Path, text: str, *, key: str, example: str) -> Path:
+    """A command's output file written atomically (its folders made). A
+    folder standing where the file goes, or a folder that cannot hold it, is
+    the user's mistake, named with the option `key`, never a crash."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserInputError("is a folder, not a file to write", file=str(path), key=key,
+                             expected=f"the path of a file, e.g. {example}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="write the output", key=key, file=str(path),
+                                           expected=f"the path of a file that can be written, e.g. {example}") from None
+    return path
+
+
+LOCK_WAIT_SEC = 120.0
+"""How long a writer waits for another one to finish with the same files."""
+
+
+@contextlib.contextmanager
+def locked(target: Path, *, command: str, what: str, key: str | None = None, expected: str,
+           wait: float = LOCK_WAIT_SEC) -> Iterator[None]:
+    """Hold `target`'s lock (one `command` at a time reads, checks and
+    replaces its files). The lock file lives in the temporary folder, named
+    by the target's real path, so that the repository gets no litter; a
+    lock that cannot be had names the target."""
+    from filelock import FileLock, Timeout
+    digest = hashlib.blake2b(str(Path(target).resolve()).encode(), digest_size=8).hexdigest()
+    lock_path = Path(tempfile.gettempdir()) / "imprint-locks" / f"{command.replace(' ', '-')}-{digest}.lock"
+    try:
+        if not lock_path.parent.is_dir():
+            lock_path.parent.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(lock_path.parent, 0o1777)   # every user's locks, like the temporary folder itself
+        lock = FileLock(str(lock_path), timeout=wait, mode=0o666)
+        lock.acquire()
+    except Timeout:
+        raise UserInputError(f"another `imprint {command}` has held the {what}'s lock for {wait:g} s",
+                             file=str(target), expected=f"one `imprint {command}` at a time") from None
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing=f"lock the {what}", key=key, expected=expected,
+                                           file=str(target)) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 name the file, the line and the key instead of showing a traceback."""
 from __future__ import annotations
 
+import re
+import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -10,7 +12,7 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
-from imprint_core.errors import UserInputError
+from imprint_core.errors import UserInputError, too_many_digits
 
 
 class _Loader(yaml.SafeLoader):
@@ -92,6 +94,52 @@ def _expanded_size(root: yaml.Node, name: str) -> int:
     return sizes[id(root)]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT_TAG = "tag:yaml.org,2002:int"
+_INTS = SafeConstructor()
+
+
+def key_text(path: tuple) -> str:
+    """A key path as the errors name it: `provider.script[0].answer`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (("." if text else "") + str(part))
+    return text or "(top level)"
+
+
+def _check_scalars(root: yaml.Node, name: str, path: tuple = ()) -> None:
+    """Refuse the values YAML reads but nothing after it can hold: a string
+    with a lone surrogate (an escape such as "\\ud83d", half of a pair, which
+    no UTF-8 trace can hold: the run failed writing it) and an integer past
+    Python's digit limit (int() refuses it); each named by line and key."""
+    limit = sys.get_int_max_str_digits() or float("inf")
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, tuple]] = [(root, path)]
+    while stack:
+        node, at = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            bad = None if node.value.isascii() else _SURROGATE.search(node.value)
+            if bad:
+                raise UserInputError(f"a lone surrogate {bad.group()!r} (half of a UTF-16 pair) in a string",
+                                     file=name, line=node.start_mark.line + 1, key=key_text(at),
+                                     expected="whole characters: both halves, as \\ud83d\\ude00, or \\U0001F600")
+            if node.tag == _INT_TAG and len(node.value) > limit:     # shorter ones have fewer digits
+                try:
+                    _INTS.construct_yaml_int(node)
+                except ValueError:
+                    raise UserInputError(too_many_digits(), file=name, line=node.start_mark.line + 1,
+                                         key=key_text(at)) from None
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack.append((k, at))
+                stack.append((v, at + (k.value,) if isinstance(k, yaml.ScalarNode) else at))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, at + (i,)) for i, item in enumerate(node.value))
+
+
 def _written(root: yaml.Node) -> int:
     """The distinct nodes of the file: each alias's target counted once."""
     seen: set[int] = set()
@@ -136,6 +184,7 @@ def load_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
             node = loader.get_single_node()
             if node is not None:
                 _expanded_size(node, name)
+                _check_scalars(node, name)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -222,7 +271,7 @@ def _entries(loader: Any, name: str, path: tuple, long_key: str | None) -> Itera
     seen: dict[Any, int] = {}
     while not loader.check_event(yaml.MappingEndEvent):
         key_node = loader.compose_node(None, None)
-        key = _constructed(loader, key_node, name)
+        key = _constructed(loader, key_node, name, path)
         _check_key(seen, key, key_node, name)
         line = seen[key]
         at = path + (key,)
@@ -234,7 +283,7 @@ def _entries(loader: Any, name: str, path: tuple, long_key: str | None) -> Itera
             yield from _entries(loader, name, at, None)
         else:
             node = loader.compose_node(None, None)
-            value = _constructed(loader, node, name)   # checks the aliases before _lines walks them
+            value = _constructed(loader, node, name, at)   # checks the aliases before _lines walks them
             lines = _lines_of(node, at)
             lines[at] = line
             yield at, value, lines
@@ -251,8 +300,9 @@ def _items_of(data: dict, lines: dict[tuple, int], long_key: str) -> Iterator[tu
             yield (key,), value, lines
 
 
-def _constructed(loader: Any, node: yaml.Node, name: str) -> Any:
+def _constructed(loader: Any, node: yaml.Node, name: str, path: tuple = ()) -> Any:
     _expanded_size(node, name)
+    _check_scalars(node, name, path)
     return loader.construct_document(node)   # forgets what it built: nothing held from entry to entry
 
 

@@ -13,6 +13,19 @@ from .types import Clock, TokenCounter, Usage
 Policy = Literal["reserve", "prefix-refund"]
 POLICIES: tuple[str, ...] = ("reserve", "prefix-refund")
 
+MIN_OUTPUT_TOKENS = 1
+"""The least output allowance a research request is configured with: a
+request that may generate nothing cannot answer or call a tool."""
+
+
+def tokens(name: str, value: object, least: int = 0) -> int:
+    """`value` as a token count of at least `least`, else ValueError naming
+    `name`: a negative allowance or reservation would make reservations and
+    charges negative, and admit requests past the budget."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer of at least {least} tokens, not {value!r}")
+    return value
+
 
 class TimeBudget:
     """A deadline counted from `start()` (the end of provider/model setup).
@@ -71,6 +84,10 @@ class Reservation:
     context_id: str
     estimated_prompt: int
     max_output: int
+
+    def __post_init__(self) -> None:
+        tokens("estimated_prompt", self.estimated_prompt)
+        tokens("max_output", self.max_output)
 
     @property
     def tokens(self) -> int:
@@ -180,8 +197,8 @@ class TokenLedger:
 
     def reserve(self, estimated_prompt: int, max_output: int, *, role: str = "coordinator",
                 context_id: str = "coordinator") -> Reservation:
+        want = tokens("estimated_prompt", estimated_prompt) + tokens("max_output", max_output)
         with self._lock:
-            want = estimated_prompt + max_output
             if not self.limit.admits(want):
                 raise self.limit.refusal(want)
             r = Reservation(next(self._ids), role, context_id, estimated_prompt, max_output)
@@ -262,6 +279,8 @@ class TokenLedger:
                      estimates: dict[str, int] | None = None) -> RequestRecord:
         """The final request is not reserved against the research budget; its
         usage is recorded like any other request's."""
+        tokens("estimated_prompt", estimated_prompt)
+        tokens("max_output", max_output)
         with self._lock:
             out = min(counter.to_tokens(len(output_units)), max_output)
             rec = RequestRecord(

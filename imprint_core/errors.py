@@ -1,6 +1,9 @@
 """One exception root. Budget errors are typed; user mistakes are separate."""
 from __future__ import annotations
 
+import re
+import sys
+
 
 class ImprintError(Exception):
     """Root of every error this project raises on purpose."""
@@ -69,6 +72,26 @@ class UserInputError(ImprintError):
         key = f"{self.key}: " if self.key else ""
         exp = f" (expected {self.expected})" if self.expected else ""
         return f"{where}{key}{self.message}{exp}"
+
+
+def digits_exceeded(exc: BaseException) -> bool:
+    """Whether `exc` is Python's refusal of an integer written with more
+    digits than `sys.get_int_max_str_digits()` (a plain ValueError, from
+    int(), json, tomllib and PyYAML alike): a mistake in the input."""
+    return (isinstance(exc, ValueError) and type(exc).__name__ != "JSONDecodeError"
+            and str(exc).startswith("Exceeds the limit (") and "integer string conversion" in str(exc))
+
+
+def too_many_digits() -> str:
+    """The one wording of an integer past Python's digit limit."""
+    return f"an integer of more than {sys.get_int_max_str_digits():,} digits, more than Python reads"
+
+
+def long_number_line(text: str) -> int | None:
+    """The line of the first integer in `text` past Python's digit limit."""
+    limit = sys.get_int_max_str_digits()
+    m = re.search(rf"[0-9]{{{limit + 1},}}", text) if limit else None
+    return text.count("\n", 0, m.start()) + 1 if m else None
 
 
 class SettingsError(UserInputError):

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 
 import jsonlines
 
+from .errors import digits_exceeded, too_many_digits
+
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write beside the target, fsync, then rename over it: a reader (or a
@@ -159,16 +161,76 @@ def write_files(root: Path, files: dict[Path, str], *, tag: str = "write") -> li
         shutil.rmtree(stage, ignore_errors=True)
 
 
-class NestedTooDeep(ValueError):
-    """A JSON line nested past the decoder's recursion limit (a mistake in
-    the input, not a crash); says what the RecursionError said."""
-
-
-def _loads(line: str) -> Any:
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux's renameat2 RENAME_EXCHANGE);
+    False where the system or the file system cannot."""
+    import ctypes
     try:
-        return json.loads(line)
-    except RecursionError as exc:  # jsonlines turns only a ValueError into an InvalidLineError
-        raise NestedTooDeep(str(exc)) from None
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd, exchange = -100, 2       # AT_FDCWD, RENAME_EXCHANGE
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_in(stage: Path, target: Path) -> None:
+    """Put the complete folder `stage` (a staging_dir beside `target`) in
+    `target`'s place, whole: a reader, or a crash at any point, sees the old
+    folder or the new one, never a mix. The folders are exchanged in one
+    rename where the system can (Linux), else the old one is renamed aside
+    first (a crash between the two renames leaves no `target`, the old
+    folder under a staging name); the old folder is then removed."""
+    stage, target = Path(stage), Path(target)
+    if not target.exists():
+        os.rename(stage, target)
+        return
+    if target.is_dir() and not target.is_symlink():
+        os.chmod(stage, stat.S_IMODE(target.stat().st_mode))   # the folder keeps its mode
+    if not _exchange(stage, target):
+        aside = staging_dir(target.parent, "old")
+        os.rename(target, aside / "x")
+        os.rename(stage, target)
+        stage = aside
+    shutil.rmtree(stage, ignore_errors=True)   # now the old folder
+
+
+class UnreadableJSON(ValueError):
+    """JSON the decoder took apart but Python cannot hold (a mistake in the
+    input, not a crash); its text says what, as the rest of a sentence."""
+
+
+class NestedTooDeep(UnreadableJSON):
+    """A JSON line nested past the decoder's recursion limit."""
+
+    def __str__(self) -> str:
+        return "nested too deeply"
+
+
+class NumberTooLong(UnreadableJSON):
+    """An integer past Python's digit limit (int() refuses it)."""
+
+    def __str__(self) -> str:
+        return too_many_digits()
+
+
+def loads_json(text: str | bytes) -> Any:
+    """json.loads, with what it cannot read that is no JSON syntax error
+    raised as an UnreadableJSON (a RecursionError and the digit limit's
+    ValueError would otherwise pass for a crash)."""
+    try:
+        return json.loads(text)
+    except RecursionError:  # jsonlines turns only a ValueError into an InvalidLineError
+        raise NestedTooDeep() from None
+    except ValueError as exc:
+        if digits_exceeded(exc):
+            raise NumberTooLong() from None
+        raise
+
 
 
 def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
@@ -178,7 +240,7 @@ def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
     and the like, which a JSON string may hold unescaped, and so misnumber
     (or break) the lines after. A line that is not JSON raises
     `jsonlines.InvalidLineError` (`.lineno`, `.line`; its `__cause__` is
-    the decoder's error, or `NestedTooDeep`); `null` is a value like any
+    the decoder's error, or an `UnreadableJSON`); `null` is a value like any
     other."""
     no = 0
 
@@ -188,6 +250,6 @@ def json_lines(text: str | bytes) -> Iterator[tuple[int, Any]]:
             yield line
 
     # The reader takes one line per value, so `no` is the line it last read.
-    reader = jsonlines.Reader(numbered(), loads=_loads)
+    reader = jsonlines.Reader(numbered(), loads=loads_json)
     for value in reader.iter(allow_none=True, skip_empty=True):
         yield no, value

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .budget import MIN_OUTPUT_TOKENS, tokens
 from .events import Condensed, Fallback, FinalFit
 from .requests import ModelCaller
 from .trace import TraceWriter
@@ -41,6 +42,10 @@ class FinalPlan:
     condense_max_output: int      # output allowance of a condensing request
     round: int = 0                # the round research stopped in (condensing requests are traced in it)
     context_window: int = 0       # the provider's, in tokens: what the final context must fit
+
+    def __post_init__(self) -> None:
+        tokens("max_tokens", self.max_tokens, MIN_OUTPUT_TOKENS)
+        tokens("condense_max_output", self.condense_max_output, MIN_OUTPUT_TOKENS)
 
 
 def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason, messages: list[Message], *,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from .budget import LedgerTotals, Policy, RequestRecord, TimeBudget, TokenLedger
+from .budget import MIN_OUTPUT_TOKENS, LedgerTotals, Policy, RequestRecord, TimeBudget, TokenLedger, tokens
 from .counting import select_counting
 from .errors import ImprintError
 from .events import Answer, CountFallback, EmptyReply, RoundEnd, RunEnd, RunStart, Stopped
@@ -46,6 +46,9 @@ class LoopConfig:
     # record's rule takes its patience and novelty config from the settings
     # and `novelty` above unless they are given here.
     stop_rule_params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        tokens("research_max_output_tokens", self.research_max_output_tokens, MIN_OUTPUT_TOKENS)
 
 
 @dataclass

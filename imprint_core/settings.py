@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .counting import COUNTING_MODES
-from .errors import SettingsError
+from .errors import SettingsError, digits_exceeded, too_many_digits
 from .files import atomic_write_text
 
 
@@ -125,7 +125,13 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
         # digits (as TOML and Python write them); anything else is not a number.
         text = value.strip()
         if _INTEGER.fullmatch(text):
-            parsed = int(text)
+            try:
+                parsed = int(text)
+            except ValueError as exc:   # past Python's digit limit: no setting's bound is that far
+                if not digits_exceeded(exc):
+                    raise
+                raise SettingsError(too_many_digits(), file=source, line=line, key=key,
+                                    expected=f"an integer in {spec.bounds()}") from None
     if parsed is None:
         raise SettingsError(f"{value!r} is not an integer", file=source, line=line, key=key,
                             expected=f"an integer in {spec.bounds()}")
@@ -133,6 +139,28 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
         raise SettingsError(f"{parsed} is out of bounds", file=source, line=line, key=key,
                             expected=f"{spec.bounds()}")
     return parsed
+
+
+STOP_RULE = "chat.research_stop_rule"
+
+
+def check_stop_rule(spec: str) -> str:
+    """`spec` if the stop-rule registry resolves it to a rule factory (a
+    known name, a FILE.py:FACTORY whose file defines it, an importable
+    MODULE:FACTORY), else a SettingsError naming the key, the value and the
+    known rules: saved unchecked, an unknown rule, a missing file or
+    `os:system` only failed at the next run. The factory is not called."""
+    from .errors import UserInputError
+    from .stoprules.registry import available, resolve
+    try:
+        resolve(spec)
+    except UserInputError as exc:
+        known = ", ".join(info.name for info in available())
+        where = f" ({exc.file}{f':{exc.line}' if exc.line else ''})" if exc.file else ""
+        raise SettingsError(f"{spec!r} names no stop rule: {exc.message}{where}", key=STOP_RULE,
+                            expected=f"one of {known}, or FILE.py:FACTORY, or MODULE:FACTORY "
+                                     "(`imprint rules` lists them)") from None
+    return spec
 
 
 @dataclass(frozen=True)
@@ -171,6 +199,10 @@ def _toml_problem(text: str, exc: Exception) -> str:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         return str(e)
+    except ValueError as e:     # tomllib lets int()'s refusal of a number past the digit limit through
+        if digits_exceeded(e):
+            return too_many_digits()
+        raise
     return str(exc)
 
 
@@ -272,6 +304,8 @@ class Settings:
 
     def set(self, key: str, value: Any) -> Any:
         parsed = validate(key, value)
+        if key == STOP_RULE:
+            check_stop_rule(parsed)
         import tomlkit
         doc = self._load_document()
         section, name = key.split(".", 1)

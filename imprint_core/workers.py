@@ -10,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .budget import MIN_OUTPUT_TOKENS, tokens
 from .requests import ModelCaller, Pending, Reply
 from .streams import Collected
 from .types import Message, StopReason, ToolContext, ToolOutput, ToolSpec
@@ -28,7 +29,7 @@ class SectionWorkers:
 
     def __init__(self, caller: ModelCaller, question: str, *, max_output: int, max_workers: int):
         self.caller, self.question = caller, question
-        self.max_output, self.max_workers = max_output, max_workers
+        self.max_output, self.max_workers = tokens("max_output", max_output, MIN_OUTPUT_TOKENS), max_workers
         self._fanouts: dict[int, int] = {}
 
     def __call__(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:

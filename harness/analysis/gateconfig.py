@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from imprint_core.errors import UserInputError
+from imprint_core.errors import UserInputError, digits_exceeded, long_number_line, too_many_digits
 from imprint_core.novelty import NORMALIZATIONS
 from imprint_core.settings import SPECS
 
@@ -112,6 +112,19 @@ def _split_dotted(header: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _key_at(text: str, line: int | None) -> str | None:
+    """`table.key` of the assignment on `line` (None: no key there)."""
+    current: tuple[str, ...] = ()
+    for no, raw in enumerate(text.splitlines()[:line or 0], start=1):
+        m = re.match(r"^\[\s*([^\[\]]+?)\s*\]", raw.strip())
+        if m:
+            current = _split_dotted(m.group(1))
+        elif no == line:
+            m = re.match(r"^(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_-]+)\s*=", raw.strip())
+            return ".".join(current + (m.group(1).strip("\"'"),)) if m else None
+    return None
+
+
 def _line_of(text: str, table: Sequence[str], key: str | None) -> int | None:
     """The line of `key` in `[table]` (or of the table header itself)."""
     current: tuple[str, ...] = ()
@@ -172,6 +185,12 @@ def parse_config(text: str, name: str) -> GateConfig:
         problem = re.sub(r" \(at line .*$", "", str(exc))
         raise UserInputError(f"not valid TOML: {problem}", file=name,
                              line=int(m.group(1)) if m else None) from None
+    except ValueError as exc:     # tomllib lets int()'s refusal of a number past the digit limit through
+        if not digits_exceeded(exc):
+            raise
+        line = long_number_line(text)
+        raise UserInputError(f"not valid TOML: {too_many_digits()}", file=name, line=line,
+                             key=_key_at(text, line)) from None
     out = {t: dict(v) for t, v in DEFAULTS.items()}
     out["divergence"]["providers"] = {}
     for table, body in data.items():

@@ -15,7 +15,9 @@ its Markdown twin); `reportsections` says what each section shows,
 from __future__ import annotations
 
 import html
+import os
 import re
+import shutil
 import string
 import time
 from importlib import resources
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
+
+from imprint_core.errors import UserInputError
 
 from .frames import Frames
 from .reportsections import Section, build_sections
@@ -118,31 +122,90 @@ def _page_notes(frames: Frames) -> list[str]:
     return notes
 
 
+REPORT_FILES = frozenset(PLOT_NAMES) | {"index.html", "summary.md"}
+"""What a report writes into its folder; anything else there (a screenshot) is kept."""
+
+
 def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint research-loop report",
                  select: Sequence[str] = (), max_runs: int = 6, judged: Sequence[Any] = (),
                  rule: str = "", comparison: Path | None = None, notes: Sequence[str] = ()) -> dict[str, Path]:
     """`judged`: the labelled runs as the gate judged them (`gate.judged_runs`),
     for the accuracy section; `rule`: the stop rule they were replayed with, in words;
-    `notes`: lines for the top of the page (the run it judges)."""
-    from imprint_core.settings import atomic_write_text
+    `notes`: lines for the top of the page (the run it judges).
+
+    The report is written whole in a staging folder beside `out`, then
+    swapped in (`swap_in`): killed at any point, `out` holds the old report
+    or the new one, complete, never a page pointing at missing or cut plots.
+    A plot without data this time does not linger from the old report; the
+    folder's other files are carried over."""
+    from imprint_core.files import clean_stale, staging_dir, swap_in
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in PLOT_NAMES:  # a plot without data this time must not linger from an earlier report
-        (out / name).unlink(missing_ok=True)
-    sections = build_sections(frames, out, select=select, max_runs=max_runs, judged=judged, rule=rule,
-                              comparison=comparison)
-    for s in sections:
-        if s.image:
-            s.image = Path(s.image).name
-    generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    index = out / "index.html"
-    summary = out / "summary.md"
-    atomic_write_text(index, render_html(sections, frames, title, generated, notes))
-    atomic_write_text(summary, render_markdown(sections, frames, title, generated, notes))
-    for f in (index, summary):
-        f.chmod(0o644)
-    written = {"index.html": index, "summary.md": summary}
+    if out.is_symlink():
+        out = out.resolve()                         # the folder it names is replaced, the link kept
+    if out.exists() and not out.is_dir():
+        raise UserInputError("a file stands where the report's folder goes", file=str(out), key="--out",
+                             expected="a folder (created, or its report replaced)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(out.parent)                     # what a killed report left beside it
+        stage = staging_dir(out.parent, "report")
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="write the report", key="--out",
+                                           expected="a folder that can be written") from None
+    try:
+        sections = build_sections(frames, stage, select=select, max_runs=max_runs, judged=judged, rule=rule,
+                                  comparison=comparison)
+        for s in sections:
+            if s.image:
+                s.image = Path(s.image).name
+        generated = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        for name, text in (("index.html", render_html(sections, frames, title, generated, notes)),
+                           ("summary.md", render_markdown(sections, frames, title, generated, notes))):
+            (stage / name).write_text(text, encoding="utf-8")
+            (stage / name).chmod(0o644)
+        _carry_over(out, stage)
+        _sync(stage)
+        swap_in(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    written = {"index.html": out / "index.html", "summary.md": out / "summary.md"}
     for s in sections:
         if s.image:
             written[s.image] = out / s.image
     return written
+
+
+def _carry_over(old: Path, stage: Path) -> None:
+    """Hard-link (else copy) into the staging folder what the old folder holds
+    that a report does not write, so that the swap keeps it."""
+    if not old.is_dir():
+        return
+    for entry in old.iterdir():
+        if entry.name in REPORT_FILES or (stage / entry.name).exists():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, stage / entry.name, symlinks=True, copy_function=_link_or_copy)
+        else:
+            _link_or_copy(entry, stage / entry.name)
+
+
+def _link_or_copy(src: Any, dst: Any) -> None:
+    try:
+        if Path(src).is_symlink():
+            os.symlink(os.readlink(src), dst)
+        else:
+            os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _sync(folder: Path) -> None:
+    """The staged files on disk before the swap names them: a power cut after it finds them whole."""
+    for f in folder.iterdir():
+        if f.is_file() and not f.is_symlink():
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)

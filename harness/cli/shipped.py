@@ -8,18 +8,29 @@ loop, the scenario model, `imprint replay`, `tune` and the gate all read them
 from there (the gate's `reports/gate.toml` restates neither), so changing
 them there changes the shipped rule everywhere. Files are those of the
 checkout in the current folder, never of the installed package.
+
+The two files are written as one unit (both or neither), under a lock, and
+planned from what they hold under that lock: a second `--apply` that ran
+beside this one, or before it since this tune began, changed defaults this
+tune measured, and writing over it would ship a combination neither
+evaluated, so it is refused.
 """
 from __future__ import annotations
 
+import ast
 import difflib
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from imprint_core.errors import UserInputError
-from imprint_core.files import atomic_write_text
+from imprint_core.files import write_files
+from imprint_core.novelty import rule as novelty_rule
+from imprint_core.settings import SPECS
 
-from ..conventions import workdir
+from ..conventions import locked, workdir
+from ..realruns.noveltyconfigs import SHIPPED, as_dict
 
 SETTINGS = Path("imprint_core/settings.py")
 NOVELTY = Path("imprint_core/novelty/rule.py")
@@ -72,15 +83,72 @@ def planned_edits(patience: int | None, changed: dict[str, Any], root: Path | No
     return out
 
 
+def _default_in(text: str, pattern: re.Pattern) -> Any:
+    """The value a default's line in `text` holds: a literal, or a name of the
+    novelty module (`SHINGLE_WORDS`); None when it is neither."""
+    m = pattern.search(text)
+    if not m:
+        return None
+    src = m.group(2)
+    try:
+        return ast.literal_eval(src)
+    except (ValueError, SyntaxError):
+        return getattr(novelty_rule, src, None) if src.isidentifier() else None
+
+
+def _unchanged_since_measured(patience: int | None, changed: dict[str, Any], root: Path) -> None:
+    """Refuse when a default this apply leaves as it is no longer holds the
+    value this process measured (the imported one): the file was changed
+    since, by another `--apply` or by hand, and the result would be a
+    combination nobody evaluated."""
+    checks: list[tuple[Path, str, re.Pattern, Any]] = []
+    if patience is None:
+        checks.append((SETTINGS, "chat.research_no_progress_rounds", _PATIENCE,
+                       SPECS["chat.research_no_progress_rounds"].default))
+    checks += [(NOVELTY, name, _field(name), value) for name, value in as_dict(SHIPPED).items() if name not in changed]
+    texts: dict[Path, str] = {}
+    for rel, key, pattern, measured in checks:
+        if rel not in texts:
+            texts[rel] = (root / rel).read_text(encoding="utf-8")
+        now = _default_in(texts[rel], pattern)
+        if now != measured:
+            raise UserInputError(f"the default is now {now!r}, not the {measured!r} this tune measured (changed by "
+                                 "another `imprint tune --apply` or by hand since): nothing written",
+                                 file=str(root / rel), key=key, expected="a tune run against the current defaults")
+
+
+def _check_writable(files: list[Path]) -> None:
+    """Name the first file that cannot be replaced, before anything is written."""
+    for f in files:
+        for target in (f, f.parent):
+            if not os.access(target, os.W_OK):
+                raise UserInputError("cannot write it; nothing written", file=str(target), key="--apply",
+                                     expected="a checkout whose settings.py and novelty/rule.py can be written")
+
+
 def apply(patience: int | None, changed: dict[str, Any], root: Path | None = None) -> str:
-    """Write the edits (each file atomically) and return their unified diff."""
-    edits = planned_edits(patience, changed, root)
+    """Write the edits to both files, or to neither, and return their unified
+    diff. The files are read again under the lock, and refused when a default
+    this tune measured has changed since (`_unchanged_since_measured`)."""
     base = root or workdir()
-    diff = []
-    for f, (old, new) in edits.items():
-        rel = f.relative_to(base) if f.is_relative_to(base) else f
-        diff += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                     f"a/{rel}", f"b/{rel}")
-    for f, (_, new) in edits.items():
-        atomic_write_text(f, new)
+    with locked(base / SETTINGS.parts[0], command="tune --apply", what="checkout's shipped defaults",
+                key="--apply", expected="a checkout whose files can be written"):
+        edits = planned_edits(patience, changed, base)
+        _unchanged_since_measured(patience, changed, base)
+        diff = []
+        for f, (old, new) in edits.items():
+            rel = f.relative_to(base) if f.is_relative_to(base) else f
+            diff += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                         f"a/{rel}", f"b/{rel}")
+        if edits:
+            _check_writable(list(edits))
+            folder = Path(os.path.commonpath(list(edits)))
+            folder = folder if folder.is_dir() else folder.parent
+            try:
+                write_files(folder, {f.relative_to(folder): new for f, (_, new) in edits.items()}, tag="tune-apply")
+            except OSError as exc:
+                named = next((Path(n) for n in (exc.filename2, exc.filename) if n and Path(n) in edits),
+                             next(iter(edits)))
+                raise UserInputError(f"cannot write it: {exc.strerror or exc}; nothing written", file=str(named),
+                                     key="--apply", expected="a checkout whose files can be written") from None
     return "".join(diff)

@@ -333,7 +333,50 @@ def interactions(path: str | os.PathLike) -> list[tuple[dict, dict]]:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise CassetteError(f"cannot read cassette {path}: {exc}") from None
-    return [(i["request"], i["response"]) for i in (data or {}).get("interactions", [])]
+    except (ValueError, RecursionError) as exc:   # not UTF-8, an integer past the digit limit, too deep
+        raise CassetteError(f"cannot read cassette {path}: {exc}") from None
+    return _checked(data, path)
+
+
+REQUEST_KEYS = frozenset({"method", "uri", "body", "headers"})
+"""What vcrpy builds a recorded request from (`Request(**request)`): the keys a cassette's request may hold."""
+
+
+def _checked(data: Any, path: str | os.PathLike) -> list[tuple[dict, dict]]:
+    """The (request, response) pairs of a cassette's YAML, each checked for
+    the shape vcrpy reads (it fails with a bare AttributeError or TypeError on
+    any other), the first mismatch named by its key."""
+    def bad(key: str, what: str) -> CassetteError:
+        return CassetteError(f"cassette {path}: {key}: {what}")
+
+    def kind(v: Any) -> str:
+        return {list: "a list", str: "a text", int: "an integer", float: "a number", bool: "true or false"}.get(
+            type(v), f"a {type(v).__name__}")
+
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        raise bad("(top level)", f"{kind(data)}, not a mapping with `interactions` (a vcrpy cassette)")
+    items = data.get("interactions", [])
+    if not isinstance(items, list):
+        raise bad("interactions", f"{kind(items)}, not a list of request and response pairs")
+    out = []
+    for i, item in enumerate(items):
+        where = f"interactions[{i}]"
+        if not isinstance(item, dict):
+            raise bad(where, f"{kind(item)}, not a mapping with request and response")
+        request, response = item.get("request"), item.get("response")
+        for part, value in (("request", request), ("response", response)):
+            if not isinstance(value, dict):
+                raise bad(f"{where}.{part}", "missing" if value is None else f"{kind(value)}, not a mapping")
+        for key in ("method", "uri"):
+            if not isinstance(request.get(key), str):
+                raise bad(f"{where}.request.{key}", "missing or not text")
+        unknown = sorted(set(map(str, request)) - REQUEST_KEYS)
+        if unknown:
+            raise bad(f"{where}.request.{unknown[0]}", "unknown key (a request holds " + ", ".join(sorted(REQUEST_KEYS)) + ")")
+        out.append((request, response))
+    return out
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from typing import Any, Iterable
 from imprint_core.events import (Event, FinalRequest, FinalSettled, RequestReserved, RequestSettled, RunEnd, RunStart,
                                  ToolCallStarted, ToolResultRecorded)
 from imprint_core.errors import UserInputError
-from imprint_core.settings import atomic_write_text
 from imprint_core.trace import read_trace
+
+from ..conventions import write_output
 
 SCOPE = "imprint"
 KIND_INTERNAL, KIND_CLIENT = 1, 3
@@ -213,7 +214,4 @@ def export_otel(traces: Iterable[str | Path], out: str | Path) -> tuple[Path, in
         if p.is_dir():
             raise UserInputError("is a directory, not a trace", file=str(p), expected="an imprint-trace/1 file")
     lines = [json.dumps(trace_spans(p), ensure_ascii=False, separators=(",", ":")) for p in paths]
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, "\n".join(lines) + "\n")
-    return out, len(lines)
+    return write_output(out, "\n".join(lines) + "\n", key="-o", example="run.otlp.jsonl"), len(lines)

@@ -28,12 +28,14 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
 from imprint_core.errors import UserInputError
 from imprint_core.files import write_files
+
+from .. import conventions
 
 from .importers.convert import render_round_log
 from .labels import LABELS_FORMAT, Labels, RunLabel, Verdict, parse_labels, read_user_file
@@ -252,38 +254,12 @@ def check_new(store: Path, name: str, log: RoundLog, others: Labels, own: Labels
                                  expected="a run not stored yet (`imprint regress list` shows them)")
 
 
-LOCK_WAIT_SEC = 120.0
-"""How long `regress add` waits for another one to finish with the same labels file."""
-
-
-@contextlib.contextmanager
-def locked(labels_path: Path, wait: float = LOCK_WAIT_SEC) -> Iterator[None]:
+def locked(labels_path: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the labels file's lock while a regression is checked and written:
     two `regress add` at once each read, change and replace the file, and one
-    of the labels was lost. The lock file lives in the temporary folder, named
-    by the labels file's real path, so that the repository gets no litter."""
-    import tempfile
-    from filelock import FileLock, Timeout
-    digest = hashlib.blake2b(str(labels_path.resolve()).encode(), digest_size=8).hexdigest()
-    lock_path = Path(tempfile.gettempdir()) / "imprint-locks" / f"labels-{digest}.lock"
-    try:
-        if not lock_path.parent.is_dir():
-            lock_path.parent.mkdir(exist_ok=True)
-            with contextlib.suppress(OSError):
-                os.chmod(lock_path.parent, 0o1777)   # every user's locks, like the temporary folder itself
-        lock = FileLock(str(lock_path), timeout=wait, mode=0o666)
-        lock.acquire()
-    except Timeout:
-        raise UserInputError(f"another `imprint regress add` has held the labels file's lock for {wait:g} s",
-                             file=str(labels_path), expected="one `regress add` at a time") from None
-    except OSError as exc:
-        raise UserInputError.from_os_error(exc, doing="lock the labels file", key="--labels",
-                                           expected="a labels folder that can be written",
-                                           file=str(labels_path)) from None
-    try:
-        yield
-    finally:
-        lock.release()
+    of the labels was lost."""
+    return conventions.locked(labels_path, command="regress add", what="labels file", key="--labels",
+                              expected="a labels folder that can be written")
 
 
 def orphans(store: Path, labels: Labels) -> list[Path]:

@@ -21,8 +21,10 @@ from imprint_core.stoprules.protocol import frozen
 from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
-from imprint_core.settings import SPECS, atomic_write_text
+from imprint_core.settings import SPECS
 from imprint_core.trace import read_trace
+
+from ..conventions import write_output
 
 ROUNDS_FORMAT = "imprint-rounds/1"
 KINDS = ("read", "write", "ask")
@@ -110,7 +112,7 @@ def parse_round_log(raw: str, p: str) -> RoundLog:
     except jsonlines.InvalidLineError as exc:
         cause = exc.__cause__
         why = (f"not valid JSON: {cause.msg} at column {cause.colno}" if isinstance(cause, json.JSONDecodeError)
-               else "not readable JSON: nested too deeply")
+               else f"not readable JSON: {cause}")     # an UnreadableJSON: too deep, too many digits
         raise UserInputError(why, file=p, line=exc.lineno) from None
     if not objs:
         raise UserInputError("empty file: no header", file=p, line=1, key="format", expected=ROUNDS_FORMAT)
@@ -349,7 +351,4 @@ def trace_to_round_log(trace_path: str | Path) -> str:
 
 def export_round_log(trace_path: str | Path, out: str | Path) -> Path:
     text = trace_to_round_log(trace_path)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, text)
-    return out
+    return write_output(out, text, key="-o", example="run.jsonl")

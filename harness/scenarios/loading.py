@@ -15,7 +15,7 @@ from imprint_core.errors import SettingsError, UserInputError
 from imprint_core.settings import IGNORED_KEYS, SPECS, validate
 
 from ..conventions import expand_paths
-from ..yamlsource import line_of, load_yaml
+from ..yamlsource import key_text, line_of, load_yaml
 from .model import Scenario, StubProviderSpec
 from .selectors import SelectorError, line_keys, parse_selector
 
@@ -74,13 +74,6 @@ def _clean_loc(loc: tuple, lines: dict[tuple, int], keep_last: bool) -> tuple:
     return out
 
 
-def _key_text(loc: tuple) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (("." if text else "") + str(part))
-    return text or "(top level)"
-
-
 def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> UserInputError:
     errors = exc.errors()
     first = errors[0]
@@ -108,7 +101,7 @@ def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> User
     more = len(errors) - len(same)
     if more:
         message += f"; and {more} more problem(s)"
-    return UserInputError(message, file=name, line=line_of(lines, loc), key=_key_text(loc), expected=expected)
+    return UserInputError(message, file=name, line=line_of(lines, loc), key=key_text(loc), expected=expected)
 
 
 def parse_scenario(text: str, name: str) -> Scenario:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from imprint_core.budget import MIN_OUTPUT_TOKENS
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.novelty.rule import FINGERPRINT_UNITS, NEAR_DUPLICATE
 
@@ -213,7 +214,7 @@ _SHIPPED = NoveltyConfig()   # the novelty defaults live in one place, imprint_c
 
 
 class LoopSpec(_Strict):
-    research_max_output_tokens: int = Field(256, ge=1)
+    research_max_output_tokens: int = Field(256, ge=MIN_OUTPUT_TOKENS)
     section_workers: bool = False
     max_retries: int = Field(2, ge=0)
     normalization: Literal["none", "basic", "default", "logs", "ocr", "all"] = Field(

@@ -134,10 +134,29 @@ def _broken(exc: Exception) -> Callable[..., Any]:
     return factory
 
 
-def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
+def factory_problem(factory: Any) -> str | None:
+    """Why `factory` cannot be a rule factory (called with its parameters'
+    defaults, by keyword), or None. A built-in function (`os:system`) or a
+    callable with required arguments is not one, and is refused before it
+    is ever called."""
     if not callable(factory):
-        raise UserInputError(f"{spec} is not a factory (a callable that returns a rule)", key="--rule",
-                             expected="make(**params) -> rule")
+        return "is not a factory (a callable that returns a rule)"
+    if inspect.isbuiltin(factory) or inspect.ismethodwrapper(factory) or inspect.ismethoddescriptor(factory):
+        return "is a built-in function, not a rule factory"
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return "has no signature to read its parameters from"
+    required = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if required:
+        return f"takes required arguments ({', '.join(required)}): a factory's parameters all have defaults"
+    return None
+
+
+def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
+    problem = factory_problem(factory)
+    if problem:
+        raise UserInputError(f"{spec} {problem}", key="--rule", expected="make(**params) -> rule")
     source = spec.rpartition(":")[0] if origin == "file" else getattr(factory, "__module__", "") or spec
     params = params_of(factory)
     return RuleInfo(name, factory, params, source, _first_line(getattr(factory, "__doc__", None)),

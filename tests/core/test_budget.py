@@ -308,3 +308,71 @@ def test_concurrent_reservations_never_overcommit():
             assert len({r.id for r in got}) == 10
     finally:
         sys.setswitchinterval(old)
+
+
+# ---- negative allowances and reservations are refused where they are built (issue 45, item 10) ----
+@hsettings(max_examples=150, deadline=None)
+@given(st.sampled_from(["reserve", "prefix-refund"]), st.integers(1, 3000),
+       st.lists(st.tuples(st.integers(-10**6, 400), st.integers(-10**6, 300)), max_size=40))
+def test_property_a_negative_reservation_is_refused_and_changes_nothing(policy, budget, wants):
+    """Any ints: a negative prompt estimate or output allowance raises
+    ValueError and reserves nothing, so reservations never exceed the budget
+    (a negative allowance once let 41 requests through on 1,024 tokens)."""
+    led = TokenLedger(budget, policy)
+    for prompt, max_out in wants:
+        before = (led.totals.reserved, led.totals.outstanding)
+        if prompt < 0 or max_out < 0:
+            with pytest.raises(ValueError, match="max_output" if prompt >= 0 else "estimated_prompt"):
+                led.reserve(prompt, max_out)
+            assert (led.totals.reserved, led.totals.outstanding) == before
+            continue
+        try:
+            led.reserve(prompt, max_out)
+        except TokenBudgetExceeded:
+            pass
+        check_invariants(led)
+
+
+@given(st.integers(max_value=-1), st.integers(0, 100))
+def test_property_reservation_and_final_record_refuse_negatives(negative, fine):
+    from imprint_core.budget import Reservation
+    with pytest.raises(ValueError, match="max_output"):
+        Reservation(1, "coordinator", "c", fine, negative)
+    with pytest.raises(ValueError, match="estimated_prompt"):
+        Reservation(1, "coordinator", "c", negative, fine)
+    assert Reservation(1, "coordinator", "c", fine, fine).tokens == 2 * fine
+    led = TokenLedger(1000)
+    with pytest.raises(ValueError, match="max_output"):
+        led.record_final(counter=IDS, estimated_prompt=fine, max_output=negative, output_units=(), outcome="ok",
+                         usage=None)
+    assert led.final_records == []
+
+
+@given(st.integers(-10**9, 10**9))
+def test_property_loop_config_takes_only_a_positive_output_allowance(n):
+    from imprint_core.budget import MIN_OUTPUT_TOKENS
+    from imprint_core.loop import LoopConfig
+    if n < MIN_OUTPUT_TOKENS:
+        with pytest.raises(ValueError, match="research_max_output_tokens"):
+            LoopConfig(research_max_output_tokens=n)
+    else:
+        assert LoopConfig(research_max_output_tokens=n).research_max_output_tokens == n
+
+
+@given(st.integers(max_value=0))
+def test_property_workers_and_final_plan_refuse_an_allowance_below_one(n):
+    from imprint_core.final import FinalPlan
+    from imprint_core.workers import SectionWorkers
+    with pytest.raises(ValueError, match="max_output"):
+        SectionWorkers(None, "q", max_output=n, max_workers=2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="condense_max_output"):
+        FinalPlan("q", [], "sys", max_tokens=64, deadline_sec=1.0, condense_max_output=n)
+    with pytest.raises(ValueError, match="max_tokens"):
+        FinalPlan("q", [], "sys", max_tokens=n, deadline_sec=1.0, condense_max_output=64)
+
+
+@pytest.mark.parametrize("bad", [True, 2.5, "64"])
+def test_an_allowance_that_is_not_an_integer_is_refused(bad):
+    from imprint_core.loop import LoopConfig
+    with pytest.raises(ValueError, match="research_max_output_tokens"):
+        LoopConfig(research_max_output_tokens=bad)

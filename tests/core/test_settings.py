@@ -281,12 +281,48 @@ def test_token_counting_is_a_choice_documented_in_the_list(tmp_path):
         ResearchSettings(token_counting="bytes")
 
 
-def test_the_stop_rule_setting_defaults_to_the_record_and_takes_any_rule_spec(tmp_path):
+RULE_FILE = "def make(threshold=3):\n    from imprint_core.stoprules.builtin import make_round_cap\n" \
+            "    return make_round_cap(threshold)\n"
+
+
+def test_the_stop_rule_setting_defaults_to_the_record_and_takes_any_rule_spec(tmp_path, monkeypatch):
     s = make(tmp_path, env={"IMPRINT_CHAT_RESEARCH_STOP_RULE": "gemini-cli"})
     assert SPECS["chat.research_stop_rule"].default == "record"
     assert s.get("chat.research_stop_rule") == "gemini-cli"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "mine.py").write_text(RULE_FILE)
     assert s.set("chat.research_stop_rule", " rules/mine.py:make ") == "rules/mine.py:make"
+    assert s.set("chat.research_stop_rule", "imprint_core.stoprules.builtin:make_round_cap") \
+        == "imprint_core.stoprules.builtin:make_round_cap"
     for bad in ("", "   ", 3):
         with pytest.raises(SettingsError) as info:
             validate("chat.research_stop_rule", bad)
         assert info.value.key == "chat.research_stop_rule"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("nosuch", "unknown stop rule 'nosuch'"),
+    ("rules/missing.py:make", "no such rule file (rules/missing.py)"),
+    ("rules/mine.py:other", "defines no 'other'"),
+    ("os:system", "built-in function"),
+    ("os:walk", "required arguments (top)"),
+    ("os:path", "not a factory"),
+    ("no_such_module_h7:make", "cannot import module"),
+])
+def test_setting_the_stop_rule_refuses_what_the_registry_cannot_build(tmp_path, monkeypatch, value, words):
+    """It was saved unchecked, an unknown rule, a missing file or `os:system`,
+    to fail at the next run (issue 45, item 17); now refused like a bound,
+    naming the key, the value and the known rules, the file left as it was."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "mine.py").write_text(RULE_FILE)
+    s = make(tmp_path)
+    s.set("chat.research_stop_rule", "gemini-cli")
+    before = s.path.read_text()
+    with pytest.raises(SettingsError) as info:
+        s.set("chat.research_stop_rule", value)
+    text = str(info.value)
+    assert info.value.key == "chat.research_stop_rule" and repr(value) in text and words in text, text
+    assert "record, round-cap" in info.value.expected and "FILE.py:FACTORY" in info.value.expected
+    assert s.path.read_text() == before

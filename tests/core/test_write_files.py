@@ -64,3 +64,24 @@ def test_only_the_staging_folders_of_gone_processes_are_cleaned(tmp_path):
     other.mkdir()
     assert clean_stale(tmp_path) == [gone]
     assert mine.exists() and other.exists() and owner_pid(other) is None
+
+
+# ---- swap_in: a folder replaced whole ---------------------------------------------------------------
+@pytest.mark.parametrize("exchange", [True, False], ids=["one-exchange", "two-renames"])
+def test_swap_in_replaces_a_folder_whole_and_keeps_its_mode(tmp_path, monkeypatch, exchange):
+    from imprint_core.files import swap_in
+    if not exchange:       # a system without renameat2's exchange: the old folder is renamed aside first
+        monkeypatch.setattr(files_mod, "_exchange", lambda a, b: False)
+    target = tmp_path / "report"
+    target.mkdir()
+    (target / "old.png").write_text("old")
+    target.chmod(0o750)
+    stage = staging_dir(tmp_path, "report")
+    (stage / "new.png").write_text("new")
+    swap_in(stage, target)
+    assert state(target) == {"new.png": "new"} and (target.stat().st_mode & 0o777) == 0o750
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]        # the old folder and the stage gone
+    fresh = staging_dir(tmp_path, "report")
+    (fresh / "a").write_text("a")
+    swap_in(fresh, tmp_path / "new-folder")                                  # nothing there yet: a rename
+    assert state(tmp_path / "new-folder") == {"a": "a"}

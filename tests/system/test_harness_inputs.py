@@ -64,6 +64,15 @@ BAD_SCENARIOS = {
     "yaml-syntax": (GOOD.replace("args: {query: a}}]", "args: {query: a}]"), 6, None, "not valid YAML"),
     "not-a-mapping": ("- just\n- a list\n", 1, None, "must be a mapping"),
     "wrong-type-rounds": (GOOD.replace("stop_reason: answered", "rounds: many"), 12, "expect.rounds", "valid integer"),
+    # valid YAML that nothing after it can hold (issue 45, items 11 and 12): named, nothing run or staged
+    "lone-surrogate": (GOOD.replace("- answer: done", '- answer: "done \\ud83d"'), 7, "provider.script[1].answer",
+                       "lone surrogate"),
+    "lone-surrogate-in-a-key": (GOOD.replace("args: {query: a}", 'args: {"q\\udc00": a}'), 6,
+                                "provider.script[0].calls[0].args", "lone surrogate"),
+    "integer-of-5000-digits": (GOOD.replace("stop_reason: answered", "rounds: " + "9" * 5000), 12, "expect.rounds",
+                               "more than 4,300 digits"),
+    "setting-of-5000-digits": (GOOD + "settings:\n  chat.research_timeout_sec: -" + "9" * 5000 + "\n", 14,
+                               "settings.chat.research_timeout_sec", "more than 4,300 digits"),
     "answer-and-chunks": (GOOD.replace("- answer: done", "- answer: done\n      chunks: [{text: a}]"), 7,
                           "provider.script[1]", "either `answer` or `chunks`"),
 }
@@ -129,6 +138,8 @@ BAD_LOGS = {
     "round-not-int": (HEADER + "\n" + json.dumps({"round": "1", "calls": []}) + "\n", 2, "round", "wrong type"),
     "unknown-header-key": (json.dumps({"format": "imprint-rounds/1", "lables": {}}) + "\n", 1, "lables",
                            "unknown header key"),
+    "integer-of-5000-digits": (HEADER + "\n" + _round(1) + "\n" + json.dumps({"round": 2, "calls": []})[:-1]
+                               + ', "n": ' + "9" * 5000 + "}\n", 3, None, "not readable JSON: an integer of more than"),
     "missing-tool": (HEADER + "\n" + json.dumps({"round": 1, "calls": [{"kind": "read", "status": "ok"}]}) + "\n",
                      2, "calls[0].tool", "required key is missing"),
 }

@@ -58,6 +58,23 @@ def raw_trajectories(folder: Path, n: int = 3) -> Path:
     return folder
 
 
+TRACE = ROOT / "traces" / "local" / "72-local-time-budget-real-clock.jsonl"
+
+
+@pytest.mark.parametrize("command", ["export-otel", "export-rounds"])
+def test_an_export_output_naming_a_folder_or_below_a_file(tmp_path, capsys, command):
+    """-o naming an existing folder was an IsADirectoryError (exit 3) (issue 45, item 15)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "kept.txt").write_text("mine")
+    refused(capsys, [command, str(TRACE), "-o", str(folder)], str(folder), "-o", "is a folder")
+    assert [p.name for p in folder.iterdir()] == ["kept.txt"] and not list(tmp_path.glob(".out.*"))
+    (tmp_path / "afile").write_text("x")
+    refused(capsys, [command, str(TRACE), "-o", str(tmp_path / "afile" / "x.jsonl")], "afile", "-o",
+            "a file stands where a folder should be")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
 def test_import_out_given_a_file(tmp_path, capsys):
     (tmp_path / "out").write_text("x")
     refused(capsys, ["import", str(raw_trajectories(tmp_path / "raw")), "--out", str(tmp_path / "out")], "--out")
@@ -116,6 +133,31 @@ def test_a_round_log_line_nested_too_deeply_names_its_line(tmp_path):
     with pytest.raises(UserInputError) as info:
         read_round_log(f)
     assert info.value.line == 2 and "nested too deeply" in info.value.describe()
+
+
+# ---- integers past Python's digit limit (issue 45, item 12): named by place, never "nested too deeply" ------
+LONG = "9" * 5000
+
+
+@pytest.mark.parametrize("name, text, line", [
+    ("run.traj.json", '{"messages": [\n{"role": "user", "content": "hi", "n": ' + LONG + "}]}\n", 2),
+    ("run.jsonl", '{"role": "user", "content": "hi"}\n{"role": "user", "n": -' + LONG + "}\n", 2),
+])
+def test_an_imported_run_with_an_integer_of_5000_digits_names_its_line(tmp_path, capsys, name, text, line):
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / name).write_text(text)
+    err = refused(capsys, ["import", str(tmp_path / "raw" / name), "--out", str(tmp_path / "out")],
+                  f"{name}:{line}: an integer of more than 4,300 digits")
+    assert "nested too deeply" not in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_labels_entry_with_a_long_integer_is_named():
+    from harness.yamlsource import load_yaml_entries
+    text = "runs:\n  a: {loops: [3, 9]}\n  b: {should_not_stop_before: " + LONG + "}\n"
+    with pytest.raises(UserInputError) as info:
+        list(load_yaml_entries(text, "labels.yaml", "runs"))
+    assert (info.value.file, info.value.line, info.value.key) == ("labels.yaml", 3, "runs.b.should_not_stop_before")
 
 
 # ---- YAML alias bombs -----------------------------------------------------------------------------------------

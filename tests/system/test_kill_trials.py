@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -222,3 +223,132 @@ def test_the_newest_run_is_the_newest_complete_one_and_incomplete_ones_are_named
     assert paths == [done] and len(notes) == 2 and all("incomplete run" in n for n in notes)
     assert default_inputs([], True, str(runs)) == [done]
     assert clean_stale(runs) == [crash] and not crash.exists() and old_crash.exists()
+
+
+# ---- report ---------------------------------------------------------------------------------------------------
+REPORT_STEPS = STEPS + ("unlink", "rmdir")
+STRIDE = 3
+"""Every third step is a kill point (and the last three: the swap), to keep the trials to some 15."""
+
+
+def png_stub(stamp: bytes) -> bytes:
+    return b"\x89PNG\r\n\x1a\n" + stamp * 16 + b"IEND\xaeB`\x82"
+
+
+def stub_plots(stamp: bytes, tick=lambda: None) -> None:
+    """Plots as small PNGs marked with `stamp` (drawing is not what is on
+    trial: the order of writes is), each written in two halves with `tick()`
+    after each."""
+    import matplotlib.figure
+
+    def savefig(self, path, **kw):
+        png = png_stub(stamp)
+        with open(path, "wb") as fh:
+            fh.write(png[:20])
+            fh.flush()
+            tick()                                      # a plot cut in the middle
+            fh.write(png[20:])
+        tick()
+    matplotlib.figure.Figure.savefig = savefig
+
+
+def forked_report(argv: list[str], kill_at: int | None = None) -> int:
+    """`imprint argv` in a child with stub plots; with `kill_at`, the child
+    SIGKILLs itself at that step (a file system step, a plot's middle or
+    end, right after the folders are exchanged); without, a success exits
+    with 100 + the number of steps it took."""
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            _quiet()
+            from imprint_core import files
+            count = [0]
+
+            def tick() -> None:
+                count[0] += 1
+                if count[0] == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            stub_plots(b"new", tick)
+            for name in REPORT_STEPS:
+                real = getattr(os, name)
+
+                def step(*a, _real=real, **kw):
+                    tick()
+                    return _real(*a, **kw)
+                setattr(os, name, step)
+            if hasattr(files, "_exchange"):
+                real_exchange = files._exchange
+
+                def exchange(*a):
+                    done = real_exchange(*a)
+                    tick()                              # swapped, the old folder not removed yet
+                    return done
+                files._exchange = exchange
+            code = main(argv)
+            if code == 0 and kill_at is None:
+                code = 100 + min(count[0], 150)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else {}
+
+
+def _undated(files: dict[str, bytes]) -> dict[str, bytes]:
+    import re
+    return {k: re.sub(rb"generated [0-9-]+ [0-9:]+ UTC", b"generated -", v) for k, v in files.items()}
+
+
+def test_a_report_killed_anywhere_is_the_old_report_or_the_new_one_whole(tmp_path, monkeypatch):
+    """`report` deleted the old plots, then wrote each PNG under its final
+    name: killed, it left an index.html pointing at missing or cut PNGs
+    (issue 45, item 16). Killed at steps all through its writing now, the
+    folder holds the old report or the new one, each complete, and a file of
+    the user's in it is kept."""
+    import matplotlib.figure
+    from reportdata import handmade_trace
+    monkeypatch.chdir(tmp_path)         # no gate config: no labelled runs to judge, only the writes on trial
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", matplotlib.figure.Figure.savefig)   # restored after
+    old_in, new_in = tmp_path / "old-in", tmp_path / "new-in"
+    handmade_trace(old_in / "l.jsonl", provider="local", provider_kind="local", ratios=[1.0, 1.1], scenario="a")
+    handmade_trace(old_in / "r.jsonl", provider="remote", provider_kind="remote", ratios=[1.3, 0.9], overrun=4.0,
+                   header_extra={"server": "llamacpp"}, scenario="b")
+    handmade_trace(new_in / "l.jsonl", provider="local", provider_kind="local", ratios=[1.0, 1.2, 0.9], scenario="c")
+    out, ref = tmp_path / "reports" / "out", tmp_path / "ref"
+    # The old report and the new one's reference, made here: the children fork from a warm process.
+    stub_plots(b"old")
+    assert main(["report", str(old_in), "--out", str(out), "--compare", "none"]) == 0
+    (out / "screenshot.png").write_bytes(b"the user's")
+    (out / "compare.png").write_bytes(png_stub(b"old"))     # an earlier report's plot that this one does not draw
+    old = _files(out)
+    stub_plots(b"new")
+    assert main(["report", str(new_in), "--out", str(ref), "--compare", "none"]) == 0
+    new = _undated({**_files(ref), "screenshot.png": b"the user's"})
+    assert len([k for k in new if k.endswith(".png")]) >= 3 and "compare.png" not in new
+    assert old["index.html"] != _files(ref)["index.html"]
+    pristine = shutil.copytree(out, tmp_path / "pristine")
+    argv = ["report", str(new_in), "--out", str(out), "--compare", "none"]
+    steps = forked_report(argv) - 100
+    shutil.rmtree(out)
+    assert 10 < steps < 150, steps
+    seen = {"old": 0, "new": 0}
+    for k in sorted(set(range(1, steps + 1, STRIDE)) | {steps - 2, steps - 1, steps}):
+        shutil.copytree(pristine, out)
+        assert forked_report(argv, kill_at=k) == -signal.SIGKILL
+        now = _files(out)
+        if now == old:
+            seen["old"] += 1
+        else:
+            assert _undated(now) == new, f"killed at step {k} of {steps}: neither the old report nor the new one"
+            seen["new"] += 1
+        shutil.rmtree(out)
+    assert seen["old"] and seen["new"], seen
+    # The next report removes what the killed ones left beside the folder.
+    shutil.copytree(pristine, out)
+    assert forked_report(argv) >= 100
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out"] and _undated(_files(out)) == new

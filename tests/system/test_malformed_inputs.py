@@ -21,12 +21,15 @@ BAD_TRACES = {
     "trace-bad-middle-line": ((TRACE_HEADER + "\n{not json\n" + TRACE_EVENT + "\n").encode(), ":2:"),
     "trace-line-without-type": ((TRACE_HEADER + "\n" + json.dumps({"t": 1}) + "\n" + TRACE_EVENT + "\n").encode(),
                                 ":2:"),
+    "trace-long-integer": ((TRACE_HEADER + "\n" + TRACE_EVENT[:-1] + ', "n": ' + "9" * 5000 + "}\n" + TRACE_EVENT
+                            + "\n").encode(), ":2: not a trace line: an integer of more than 4,300 digits"),
     "trace-not-utf8": ((TRACE_HEADER + "\n").encode() + b'{"type": "x\xff"}\n' + (TRACE_EVENT + "\n").encode(), ":2:"),
 }
 BAD_SETTINGS_FILES = {
     "settings-not-toml": ("[chat\nresearch_timeout_sec = 30\n", "not valid TOML"),
     "settings-out-of-bounds": ("[chat]\nresearch_timeout_sec = 5\n", "chat.research_timeout_sec"),
     "settings-not-integer": ("[chat]\nresearch_token_budget = \"lots\"\n", "chat.research_token_budget"),
+    "settings-long-integer": ("[chat]\nresearch_token_budget = " + "9" * 5000 + "\n", ":2: not valid TOML: an integer of"),
     "settings-float": ("[chat]\nresearch_no_progress_rounds = 2.5\n", "chat.research_no_progress_rounds"),
 }
 
@@ -84,7 +87,7 @@ def test_settings_file(tmp_path: Path, capsys, monkeypatch, case: str) -> None:
     assert cfg.read_text(encoding="utf-8") == text, "a bad file is never rewritten"
 
 
-@pytest.mark.parametrize("value", ["soon", "5", "99999", "1e3"])
+@pytest.mark.parametrize("value", ["soon", "5", "99999", "1e3", "9" * 5000])
 def test_settings_environment(tmp_path: Path, capsys, monkeypatch, value: str) -> None:
     monkeypatch.setenv("IMPRINT_CHAT_RESEARCH_TIMEOUT_SEC", value)
     code = main(["settings", "get", "chat.research_timeout_sec", "--config", str(tmp_path / "c.toml")])
@@ -97,6 +100,16 @@ REMOTE = GOOD.replace("provider:\n  kind: stub\n  script:\n    - calls: [{tool: 
 
 @pytest.mark.parametrize("case,content", [("missing", None), ("not-yaml", "interactions: [\n"),
                                           ("empty", "interactions: []\nversion: 1\n"),
+                                          # valid YAML, not a cassette's shape (issue 45, item 14)
+                                          ("a-list", "- just\n- a list\n"), ("a-number", "42\n"),
+                                          ("interactions-a-number", "interactions: 5\n"),
+                                          ("interaction-a-number", "interactions:\n- 5\n"),
+                                          ("request-a-number", "interactions:\n- request: 5\n  response: {}\n"),
+                                          ("request-without-uri", "interactions:\n- request: {method: POST}\n"
+                                                                  "  response: {}\n"),
+                                          ("request-unknown-key", "interactions:\n- request: {method: POST, "
+                                                                  "uri: 'http://x/v1/chat/completions', verb: 1}\n"
+                                                                  "  response: {}\n"),
                                           ("not-chat", "interactions:\n- request: {uri: 'http://127.0.0.1:8099/v1/x', "
                                                        "body: 'nope', method: POST, headers: {}}\n  response: {}\n")])
 def test_cassette(tmp_path: Path, capsys, case: str, content: str | None) -> None:
@@ -120,6 +133,9 @@ def test_cassette(tmp_path: Path, capsys, case: str, content: str | None) -> Non
     (["settings", "set", "chat.max_tokens"], "needs a VALUE"),
     (["settings", "get", "chat.nope"], "chat.nope"),
     (["settings", "set", "chat.max_tokens", "ten"], "not an integer"),
+    (["settings", "set", "chat.max_tokens", "9" * 5000], "chat.max_tokens: an integer of more than 4,300 digits"),
+    (["settings", "set", "chat.research_stop_rule", "os:system"], "chat.research_stop_rule: 'os:system' names no "),
+    (["settings", "set", "chat.research_stop_rule", "gemini"], "one of record, round-cap"),
     (["check", "--config", "no/such/gate.toml"], "no/such/gate.toml"),
     (["tune", "no/such/logs", "--labels", "no/such/labels.yaml"], "no/such"),
 ])

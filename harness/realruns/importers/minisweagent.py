@@ -17,10 +17,11 @@ Without an index `resolved` is null.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
+
+from imprint_core.files import UnreadableJSON, loads_json
 
 from ..roundlogs import Round, RoundCall, RoundLog
 
@@ -78,11 +79,11 @@ def _load_index(idx: Path) -> dict[str, dict]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = loads_json(line)
+        except UnreadableJSON as exc:
+            src.fail(f"not readable JSON: {exc}", line=no)
         except ValueError as exc:
             src.fail(f"not valid JSON: {exc}", line=no)
-        except RecursionError:
-            src.fail("not readable JSON: nested too deeply", line=no)
         if not isinstance(entry, dict):
             src.fail("each line must be a JSON object", line=no, expected="an object with file and resolved")
         file = entry.get("file")

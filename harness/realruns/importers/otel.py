@@ -169,7 +169,7 @@ def _message_list(value: Any) -> list:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return []
     return value if isinstance(value, list) else []
 

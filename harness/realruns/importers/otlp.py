@@ -16,6 +16,25 @@ STATUS_CODES = {0: 0, 1: 1, 2: 2, "STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "
 VALUE_KEYS = ("stringValue", "intValue", "doubleValue", "boolValue", "arrayValue", "kvlistValue", "bytesValue")
 HEX_ID = {"traceId": re.compile(r"^[0-9a-fA-F]{32}$"), "spanId": re.compile(r"^[0-9a-fA-F]{16}$"),
           "parentSpanId": re.compile(r"^(?:[0-9a-fA-F]{16})?$")}
+INT64 = (-2**63, 2**63 - 1)
+"""An `intValue`'s range (OTLP's int64)."""
+UINT64 = (0, 2**64 - 1)
+"""A time's range (OTLP's fixed64 nanoseconds since the epoch)."""
+_DECIMAL = re.compile(r"-?[0-9]{1,20}")
+"""An integer's decimal text: ASCII digits only (str.isdigit() takes "²", which int() refuses, and \\d
+takes "٣"), no more than 64 bits need."""
+
+
+def _integer(x: Any, bounds: tuple[int, int]) -> int | None:
+    """An OTLP integer (a JSON number, or its decimal text as proto3 JSON writes
+    64-bit ones) within `bounds`; None when it is not one."""
+    if isinstance(x, str) and _DECIMAL.fullmatch(x):
+        x = int(x)
+    if isinstance(x, bool) or not isinstance(x, int):
+        return None
+    return x if bounds[0] <= x <= bounds[1] else None
+
+
 ID_EXPECTED = {"traceId": "32 hex digits (OTLP JSON writes ids in hex, not base64)",
                "spanId": "16 hex digits (OTLP JSON writes ids in hex, not base64)",
                "parentSpanId": "16 hex digits or empty"}
@@ -54,9 +73,11 @@ def any_value(v: Any, src: Source, key: str) -> Any:
             src.fail(f"wrong type {type(x).__name__}", key=f"{key}.{kind}", expected="text")
         return x
     if kind == "intValue":
-        if isinstance(x, bool) or not (isinstance(x, int) or (isinstance(x, str) and re.fullmatch(r"-?\d+", x))):
-            src.fail(f"not an integer: {x!r}", key=f"{key}.intValue", expected="an integer or its decimal text")
-        return int(x)
+        n = _integer(x, INT64)
+        if n is None:
+            src.fail(f"not an integer in int64's range: {_short(x)}", key=f"{key}.intValue",
+                     expected="an integer or its decimal text, in -2^63 to 2^63-1")
+        return n
     if kind == "doubleValue":
         if isinstance(x, bool) or not isinstance(x, (int, float, str)):
             src.fail(f"wrong type {type(x).__name__}", key=f"{key}.doubleValue", expected="a number")
@@ -89,10 +110,19 @@ def attributes(raw: Any, src: Source, key: str) -> dict[str, Any]:
 
 def _nanos(span: dict, name: str, src: Source, where: str) -> int:
     x = span.get(name)
-    if isinstance(x, bool) or not (isinstance(x, int) or (isinstance(x, str) and x.isdigit())):
-        src.fail("required key is missing" if x is None else f"not an integer: {x!r}", key=where + name,
-                 expected="nanoseconds since the epoch (an integer or its decimal text)")
-    return int(x)
+    n = _integer(x, UINT64)
+    if n is None:
+        src.fail("required key is missing" if x is None else f"not a time: {_short(x)}", key=where + name,
+                 expected="nanoseconds since the epoch (an integer or its ASCII decimal text, 0 to 2^64-1)")
+    return n
+
+
+def _short(x: Any) -> str:
+    """A value quoted for a message, a long one cut (an integer of 5,000 digits is not quoted whole)."""
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10**40:
+        return f"an integer of {x.bit_length()} bits"
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _hex_id(span: dict, name: str, src: Source, where: str, required: bool = True) -> str:

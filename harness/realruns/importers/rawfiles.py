@@ -20,8 +20,8 @@ from typing import Any, NoReturn
 
 import jsonlines
 
-from imprint_core.errors import UserInputError
-from imprint_core.files import json_lines
+from imprint_core.errors import UserInputError, long_number_line
+from imprint_core.files import NumberTooLong, UnreadableJSON, json_lines, loads_json
 
 FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "intercode", "tau-bench", "openai-chat", "react-webshop",
            "fireact", "reflexion")
@@ -196,13 +196,17 @@ def load(path: str | Path, src: Source | None = None) -> Any:
         except jsonlines.InvalidLineError as exc:
             if isinstance(exc.__cause__, json.JSONDecodeError):
                 _json_error(exc.__cause__, exc.line, src, line_offset=exc.lineno - 1)
-            src.fail(TOO_DEEP, line=exc.lineno)
+            src.fail(_unreadable(exc.__cause__), line=exc.lineno)
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         _json_error(exc, text, src)
-    except RecursionError:
-        src.fail(TOO_DEEP, line=1)
+    except UnreadableJSON as exc:
+        src.fail(_unreadable(exc), line=long_number_line(text) if isinstance(exc, NumberTooLong) else 1)
+
+
+def _unreadable(exc: BaseException | None) -> str:
+    return str(exc) if isinstance(exc, NumberTooLong) else TOO_DEEP
 
 
 def _otlp_lines(text: str) -> bool:

@@ -164,6 +164,7 @@ def test_deliberate_overruns_are_listed_not_counted(setup, capsys) -> None:
     ("[divergence]\nmedian_min = 2.0\nmedian_max = 1.0\n", ":2: divergence.median_min"),
     ('[divergence.providers."local*"]\nmedian = 1.0\n', ":2: divergence.providers.local*.median"),
     ("[divergence]\nmedian_min = = 1\n", ":2"),
+    ("[overruns]\n\nmax_count = " + "9" * 5000 + "\n", ":3: overruns.max_count: not valid TOML: an integer of more than"),
 ])
 def test_malformed_config_exits_2_with_file_line_key(setup, text: str, where: str, capsys) -> None:
     with pytest.raises(UserInputError) as err:

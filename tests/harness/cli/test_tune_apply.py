@@ -2,7 +2,11 @@
 defaults live, in the checkout of the current folder, as a diff."""
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -39,7 +43,8 @@ def test_apply_rewrites_the_patience_and_novelty_defaults_and_returns_the_diff(c
     compile(settings, "settings.py", "exec")
     compile(rule, "rule.py", "exec")
     assert len(settings.splitlines()) == len((ROOT / "imprint_core/settings.py").read_text().splitlines())
-    assert apply(7, {"fingerprint_unit": "line"}) == ""      # already so: no edit, no diff
+    assert apply(7, {"fingerprint_unit": "line", "min_new_shingles": 1, "shingle_capacity": 131072}) == ""
+    # already so: no edit, no diff
 
 
 def test_apply_outside_a_checkout_or_for_an_unknown_field_is_a_clear_error(tmp_path, monkeypatch, checkout):
@@ -69,3 +74,108 @@ def test_tune_apply_writes_the_recommendation_into_the_checkout(checkout, capsys
     assert "-    SettingSpec(\"chat.research_no_progress_rounds\", int, \"rounds\", 9" in err and "commit" in err
     assert main(["tune", "--corpus", str(logs), "--labels", str(labels), "--rule", "round-cap", "--grid",
                  "max_rounds=3,20", "--out", str(checkout / "out"), "--apply"]) == 2
+
+
+# ---- both files or neither, one apply at a time (issue 45, item 9) ----------------------------------
+A = (3, {"fingerprint_unit": "line"})      # two recommendations, each measured against the shipped defaults
+B = (5, {})
+
+
+def shipped_state(root: Path) -> tuple[str, str]:
+    return ((root / "imprint_core/settings.py").read_text(), (root / "imprint_core/novelty/rule.py").read_text())
+
+
+def state_after(root: Path, *recommendations) -> tuple[str, str]:
+    """What applying `recommendations` one after another to a fresh copy of the shipped files gives."""
+    twin = root / "twin"
+    for rel in ("imprint_core/settings.py", "imprint_core/novelty/rule.py"):
+        (twin / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, twin / rel)
+    for patience, changed in recommendations:
+        apply(patience, changed, twin)
+    return shipped_state(twin)
+
+
+def test_a_second_apply_measured_against_defaults_another_changed_is_refused(checkout):
+    apply(*A)
+    after_a = shipped_state(checkout)
+    with pytest.raises(UserInputError) as info:
+        apply(*B)     # B measured fingerprint_unit=paragraph; patience 5 with A's line is nobody's setting
+    assert info.value.key == "fingerprint_unit" and info.value.file.endswith("rule.py")
+    assert "'line'" in info.value.message and "'paragraph'" in info.value.message
+    assert shipped_state(checkout) == after_a
+
+
+@contextlib.contextmanager
+def unwritable(path: Path):
+    """`path` made so that not even root may replace it (immutable), or its folder read-only for others."""
+    if os.geteuid() != 0:
+        path.parent.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.parent.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("root, and the file system cannot mark a file immutable")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_file_that_cannot_be_written_leaves_both_unchanged_and_is_named(checkout, capsys, monkeypatch):
+    before = shipped_state(checkout)
+    rule = checkout / "imprint_core/novelty/rule.py"
+    with unwritable(rule):
+        with pytest.raises(UserInputError) as info:
+            apply(*A)
+        assert shipped_state(checkout) == before
+    assert Path(info.value.file) in (rule, rule.parent) and "nothing written" in info.value.message
+    assert not [p for p in checkout.rglob("*") if p.name.startswith(".")]     # no staging or temporary file left
+
+
+def test_a_write_that_fails_after_the_first_rename_puts_the_first_file_back(checkout, monkeypatch):
+    before = shipped_state(checkout)
+    rule = checkout / "imprint_core/novelty/rule.py"
+    real = os.replace
+
+    def refuse_rule(src, dst, *a, **kw):
+        if Path(dst) == rule:
+            raise PermissionError(13, "Permission denied", str(src), None, str(dst))
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr(os, "replace", refuse_rule)
+    with pytest.raises(UserInputError) as info:
+        apply(*A)
+    monkeypatch.undo()
+    assert shipped_state(checkout) == before     # settings.py, renamed first, was put back
+    assert info.value.file == str(rule) and info.value.key == "--apply"
+
+
+def test_two_concurrent_applies_leave_one_evaluated_setting(checkout):
+    """Two applies started together, ten times: the files end as A applied, or
+    as B applied (then A over it, or B alone), never patience of one with the
+    novelty fields of the other; a refused one wrote nothing."""
+    pristine = shipped_state(checkout)
+    outcomes = {state_after(checkout, A), state_after(checkout, B), state_after(checkout, B, A)}
+    for _ in range(10):
+        for f, text in zip(("imprint_core/settings.py", "imprint_core/novelty/rule.py"), pristine):
+            (checkout / f).write_text(text)
+        start = threading.Barrier(2)
+        refused: list[UserInputError] = []
+
+        def go(rec):
+            start.wait()
+            try:
+                apply(*rec, checkout)
+            except UserInputError as exc:
+                refused.append(exc)
+
+        threads = [threading.Thread(target=go, args=(rec,)) for rec in (A, B)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert shipped_state(checkout) in outcomes
+        assert len(refused) <= 1 and all("this tune measured" in e.message for e in refused)
