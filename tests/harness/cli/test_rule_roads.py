@@ -196,7 +196,8 @@ def test_a_rule_that_edits_the_arguments_changes_no_other_rule_s_result(tmp_path
     code = main(["compare", "--corpus", str(logs), "--labels", str(labels), "--rule", f"{rule}:make",
                  "--rule", "gemini-cli", "--holdout", "0", "--no-disk-cache", "--out", str(tmp_path / "out"), "--json"])
     assert code == 0
-    assert json.loads(capsys.readouterr().out)["runs"][0]["stops"] == {f"{rule}:make": None, "gemini-cli": None}
+    assert json.loads(capsys.readouterr().out)["runs"][0]["stops"] == {"record": None, f"{rule}:make": None,
+                                                                       "gemini-cli": None}
     call = CallView("search", {"q": "a", "filters": [{"site": "x"}]}, "read", "ok", "text")
     for change in (lambda a: a.update(q="b"), lambda a: a["filters"].append(1), lambda a: a["filters"][0].pop("site"),
                    lambda a: a.__setitem__("q", "b"), lambda a: a.clear()):
