@@ -22,9 +22,12 @@ unit is judged on its text with each echo replaced by ECHO_MARK instead
 
 An empty read (evidence_free), up to EMPTY_JSON_CHARS, after stripping a
 code fence around it: a JSON value whose leaves are all null, empty
-strings, empty containers, "no results" phrases or echoed values, or one
+strings, empty containers, "no results" phrases or echoed values; one
 that holds an empty container and otherwise only numbers and booleans
-(`{"results": [], "took": 12}`: the count and timing of nothing); a
+(`{"results": [], "took": 12}`: the count and timing of nothing); one that
+holds a list and whose every list is empty of content, whatever scalars
+sit beside (`{"status": "ok", "count": 0, "items": [], "request_id": R}`:
+the envelope of nothing, which may change every call); a
 "no results" phrase (EMPTY_PHRASE); an HTML page with no text but such a
 phrase.
 """
@@ -267,7 +270,7 @@ def evidence_free(text: str, echoes: Echoes | None) -> bool:
             value = _NOT_JSON
         if value is not _NOT_JSON:
             try:
-                return _empty(value, echoes) or _counts_of_nothing(value)
+                return _empty(value, echoes) or _counts_of_nothing(value) or _lists_of_nothing(value, echoes)
             except RecursionError:
                 return False
     return _empty_phrase(s, echoes)
@@ -306,6 +309,24 @@ def _empty(value: Any, echoes: Echoes | None) -> bool:
             return True
         return echoes is not None and " ".join(normalize(value, echoes.variant).split()) in echoes.strings
     return echoes is not None and (type(value) is bool, value) in echoes.scalars
+
+
+def _lists_of_nothing(value: Any, echoes: Echoes | None) -> bool:
+    """An object or array that holds a list, and whose every list holds no
+    item with content (`_empty`): whatever scalars sit beside them (timings,
+    request ids, timestamps, counts, statuses, the echoed query) describe
+    the nothing that was found. The items carry a read's content; the
+    scalars around them are the envelope, which may change every call."""
+    found = [False]
+
+    def walk(v: Any) -> bool:
+        if isinstance(v, list):
+            found[0] = True
+            return all(_empty(i, echoes) for i in v)
+        if isinstance(v, dict):
+            return all(walk(i) for i in v.values())
+        return True
+    return isinstance(value, (dict, list)) and walk(value) and found[0]
 
 
 def _counts_of_nothing(value: Any) -> bool:
