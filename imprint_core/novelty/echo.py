@@ -14,6 +14,13 @@ Shingles that touch an echo are not judged (fingerprints.windows_of):
 they are remembered, so the same evidence is known whichever query fetched
 it, but they make nothing new.
 
+Whatever the value (a word the template writes itself, one letter, a
+number, `c++`, an empty string, a date the masks replace) and however it is
+written (URL-encoded, HTML-escaped, in JSON), text that is a function of the
+arguments alone is not evidence: a line whose reading with the value
+replaced is one that another value gave before is one of the template's
+lines, none of whose words is judged (template_lines).
+
 A unit whose every shingle touches an echo ("The capital of Spain is
 Madrid." for the query "capital of Spain") would then judge nothing, so a new
 short fact that repeats the query's words could never be progress: such a
@@ -39,14 +46,18 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
+from urllib.parse import quote, quote_plus
 
 import numpy as np
+import xxhash
 
 from .fingerprints import Lines
 from ._memo import shared
 from .normalization import normalize
 
 EMPTY_JSON_CHARS = 4_096
+TEMPLATE_CHARS = 200         # a line that says more than this besides its echoes is not read as a template's
+MAX_READ_OCCURRENCES = 4     # a line with more occurrences is read with all or none replaced
 ECHO_MARK = "<q>"   # no echo can match it: a string echo has three letters or digits, a pair echo a value
 _PLACEHOLDER = re.compile(r"<[a-z]+>")
 _AROUND_MARK = re.compile(r"[^\w\s]*(?:" + re.escape(ECHO_MARK) + r"[^\w\s]*\s*)+")
@@ -123,6 +134,11 @@ class Echoes:
                 pairs.add((name, text))
         self.alternatives = _alternatives(frozenset(anywhere), frozenset(pairs))
         self.has_echoes = bool(self.alternatives)
+        forms = set().union(*(_forms(value, variant) for _, value in leaves(arguments)))
+        self.forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))   # the longest first
+        self.empty_value = any(isinstance(v, str) and not normalize("echo " + v, variant)[5:].strip()
+                               for _, v in leaves(arguments))
+        self.templated = bool(self.forms) or self.empty_value
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -155,12 +171,29 @@ class Echoes:
         `for "x":` and `for "x ":` read the same."""
         if not self.has_echoes:
             return line
+        return _marked(line, self.spans(line))
+
+    def occurrences(self, line: str) -> list[tuple[int, int]]:
+        """Where a canonical line writes an argument value in any of its forms
+        (`forms`, whatever its length), as whole words at a word-character
+        edge; of overlapping ones, the first and then the longest."""
+        found = []
+        for f in self.forms:
+            left, right = _is_word(f[0]), _is_word(f[-1])
+            at = line.find(f)
+            while at >= 0:
+                end = at + len(f)
+                if not (left and at > 0 and _is_word(line[at - 1])) and \
+                        not (right and end < len(line) and _is_word(line[end])):
+                    found.append((at, end))
+                at = line.find(f, at + 1)
+        found.sort(key=lambda span: (span[0], -span[1]))
         out, pos = [], 0
-        for start, end in self.spans(line):
-            out += (line[pos:start], ECHO_MARK)
-            pos = end
-        text = _AROUND_MARK.sub(f" {ECHO_MARK} ", "".join(out) + line[pos:])
-        return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
+        for start, end in found:
+            if start >= pos:
+                out.append((start, end))
+                pos = end
+        return out
 
     def words(self, lines: Lines, first_line: int, last_line: int, flags: np.ndarray) -> bool:
         """Flag the words of lines first_line..last_line that an echo touches; whether any was."""
@@ -184,6 +217,86 @@ class Echoes:
 def _is_word(c: str) -> bool:
     """Whether `re` takes the character for \\w."""
     return c.isalnum() or c == "_"
+
+
+def _marked(line: str, spans: list[tuple[int, int]]) -> str:
+    """line with each span, and the quotes and punctuation around it, one
+    ECHO_MARK; tokens of symbols only dropped."""
+    out, pos = [], 0
+    for start, end in spans:
+        out += (line[pos:start], ECHO_MARK)
+        pos = end
+    text = _AROUND_MARK.sub(f" {ECHO_MARK} ", "".join(out) + line[pos:])
+    return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
+
+
+def _forms(value: Any, variant: str) -> set[str]:
+    """The ways a result may write an argument value, normalized like the
+    evidence: as it is (masked, so `today` is `<ago>`), URL-encoded, as a
+    JSON string's inside, HTML-escaped."""
+    text = _text(value)
+    raw = {text}
+    if isinstance(value, str):
+        raw |= {quote(text, safe=""), quote(text), quote_plus(text), json.dumps(text)[1:-1], html.escape(text)}
+    # Masked as inside a line ("0:" at a line's start would be a line number's prefix, and gone).
+    return {f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f}
+
+
+_TOKEN_EDGES = re.compile(r"^\W+|\W+$")
+
+
+def _bare(reading: str, keep: str | None = None) -> str:
+    """A reading without the punctuation at each word's edges (`q=`, `"":`,
+    `</h1>`, which a value may glue to its neighbours or not) and without
+    its marks: as the template would write it for an empty value (`keep`:
+    the marks kept)."""
+    return " ".join(w if w == keep else _TOKEN_EDGES.sub("", w) for w in reading.split()
+                    if w == keep or (w != ECHO_MARK and _TOKEN_EDGES.sub("", w)))
+
+
+def _h(text: str) -> int:
+    return xxhash.xxh3_64_intdigest(text.encode()) or 1
+
+
+@shared(key=lambda unit, echoes: (unit, echoes.key), size=lambda unit, echoes: len(unit))
+def template_lines(unit: str, echoes: "Echoes") -> tuple[tuple[tuple[int, tuple[int, ...]], ...], tuple[int, ...]]:
+    """Text that is a function of the call's arguments alone is not evidence,
+    whatever the value (a word the template writes itself, one letter, a
+    number, `c++`, an empty string, a date the masks replace, URL-encoded).
+    What the same template gives for another value tells it: a line is one
+    of the template's lines when one of its *readings* was a line an earlier
+    call of another value gave. A reading of a canonical line is the line
+    with some of its argument occurrences (`Echoes.occurrences`) replaced by
+    ECHO_MARK (`Query: query` reads as `query <q>` or `<q> query` or `<q>`),
+    or the line itself; a template is also known by its text with the marks
+    removed, which is what it gives for an empty value. Only lines that say at most
+    TEMPLATE_CHARS besides the occurrences are read.
+
+    Returns (the lines that may be template lines: (line index in the
+    canonical unit, the keys to look up)), and the keys to remember."""
+    lookups, remember = [], []
+    for i, line in enumerate(filter(None, (" ".join(raw.split()) for raw in unit.split("\n")))):
+        spans = echoes.occurrences(line) if echoes.forms else []
+        if len(line) - sum(e - s for s, e in spans) > TEMPLATE_CHARS:
+            continue
+        readings = {_marked(line, [])}
+        if len(spans) <= MAX_READ_OCCURRENCES:
+            for pick in range(1, 1 << len(spans)):
+                readings.add(_marked(line, [sp for b, sp in enumerate(spans) if pick >> b & 1]))
+        else:
+            readings.add(_marked(line, spans))
+        keys = [_h(_bare(r, keep=ECHO_MARK)) for r in readings]
+        marked = [_bare(r) for r in readings if ECHO_MARK in r]
+        # A template seen with an empty value is known by its bare text ("\x02"), one seen with a
+        # value is known bare too ("\x01"), for a later empty value.
+        remember += keys + [_h("\x01" + b) for b in marked]
+        if echoes.empty_value:
+            remember.append(_h("\x02" + _bare(line)))
+        if spans:
+            lookups.append((i, tuple(keys) + tuple(_h("\x02" + b) for b in marked)))
+        elif echoes.empty_value:
+            lookups.append((i, (_h("\x01" + _bare(line)), _h("\x02" + _bare(line)))))
+    return tuple(lookups), tuple(remember)
 
 
 # Between a name and its value: `"?[:=] ?"?` or ` #?`, in the order `re` tries them.
