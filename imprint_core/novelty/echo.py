@@ -45,13 +45,13 @@ import html
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 from urllib.parse import quote, quote_plus
 
 import numpy as np
 import xxhash
 
-from .fingerprints import Lines
+from .fingerprints import Lines, _canonical_unit
 from ._memo import shared
 from .normalization import normalize
 
@@ -173,12 +173,12 @@ class Echoes:
             return line
         return _marked(line, self.spans(line))
 
-    def occurrences(self, line: str) -> list[tuple[int, int]]:
+    def occurrences(self, line: str, forms: Sequence[str] | None = None) -> list[tuple[int, int]]:
         """Where a canonical line writes an argument value in any of its forms
         (`forms`, whatever its length), as whole words at a word-character
         edge; of overlapping ones, the first and then the longest."""
         found = []
-        for f in self.forms:
+        for f in self.forms if forms is None else forms:
             left, right = _is_word(f[0]), _is_word(f[-1])
             at = line.find(f)
             while at >= 0:
@@ -242,7 +242,7 @@ def _forms(value: Any, variant: str) -> set[str]:
     return {f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f}
 
 
-_TOKEN_EDGES = re.compile(r"^\W+|\W+$")
+_PUNCTUATION = "".join(c for c in map(chr, range(0x2070)) if not _is_word(c) and not c.isspace())
 
 
 def _bare(reading: str, keep: str | None = None) -> str:
@@ -250,53 +250,63 @@ def _bare(reading: str, keep: str | None = None) -> str:
     `</h1>`, which a value may glue to its neighbours or not) and without
     its marks: as the template would write it for an empty value (`keep`:
     the marks kept)."""
-    return " ".join(w if w == keep else _TOKEN_EDGES.sub("", w) for w in reading.split()
-                    if w == keep or (w != ECHO_MARK and _TOKEN_EDGES.sub("", w)))
+    return " ".join(w if w == keep else w.strip(_PUNCTUATION) for w in reading.split()
+                    if w == keep or (w != ECHO_MARK and w.strip(_PUNCTUATION)))
 
 
 def _h(text: str) -> int:
     return xxhash.xxh3_64_intdigest(text.encode()) or 1
 
 
+@dataclass(frozen=True)
+class TemplateLines:
+    """What template_lines found in one unit."""
+    lookups: tuple[tuple[int, tuple[int, ...]], ...]   # (line, its keys): lines that may be the template's
+    remember: tuple[int, ...]                          # the keys to remember once the round is judged
+    unit_key: int | None    # the whole unit's key, when it holds an echo: seen before, all of it is the template's
+    lines: int              # its canonical lines
+
+
 @shared(key=lambda unit, echoes: (unit, echoes.key), size=lambda unit, echoes: len(unit))
-def template_lines(unit: str, echoes: "Echoes") -> tuple[tuple[tuple[int, tuple[int, ...]], ...], tuple[int, ...]]:
+def template_lines(unit: str, echoes: "Echoes") -> TemplateLines:
     """Text that is a function of the call's arguments alone is not evidence,
     whatever the value (a word the template writes itself, one letter, a
     number, `c++`, an empty string, a date the masks replace, URL-encoded).
     What the same template gives for another value tells it: a line is one
-    of the template's lines when one of its *readings* was a line an earlier
-    call of another value gave. A reading of a canonical line is the line
-    with some of its argument occurrences (`Echoes.occurrences`) replaced by
-    ECHO_MARK (`Query: query` reads as `query <q>` or `<q> query` or `<q>`),
-    or the line itself; a template is also known by its text with the marks
-    removed, which is what it gives for an empty value. Only lines that say at most
-    TEMPLATE_CHARS besides the occurrences are read.
-
-    Returns (the lines that may be template lines: (line index in the
-    canonical unit, the keys to look up)), and the keys to remember."""
-    lookups, remember = [], []
-    for i, line in enumerate(filter(None, (" ".join(raw.split()) for raw in unit.split("\n")))):
-        spans = echoes.occurrences(line) if echoes.forms else []
+    of the template's lines when one of its *readings* was one that an
+    earlier call gave. A reading of a canonical line is the line with some
+    of its argument occurrences (`Echoes.occurrences`) replaced by
+    ECHO_MARK (`Query: query` reads as `query <q>`, `<q> query` or `<q>`);
+    a template is also known by its text with the marks removed, which is
+    what it gives for an empty value. Only lines that say at most
+    TEMPLATE_CHARS besides the occurrences are read. A unit that holds an
+    echo and was seen whole before (a template that masks drop the value
+    from, `https://x.org/search?q=...` for the query `search`) is the
+    template's in every line."""
+    canon = _canonical_unit(unit)
+    forms = [f for f in echoes.forms if f in canon]
+    if not forms and not echoes.empty_value:
+        return TemplateLines((), (_h("\x03" + canon),), None, 0)
+    lookups, remember = [], [_h("\x03" + canon)]
+    lines = canon.split("\n")
+    for i, line in enumerate(lines):
+        spans = echoes.occurrences(line, forms) if forms and any(f in line for f in forms) else []
         if len(line) - sum(e - s for s, e in spans) > TEMPLATE_CHARS:
             continue
-        readings = {_marked(line, [])}
-        if len(spans) <= MAX_READ_OCCURRENCES:
-            for pick in range(1, 1 << len(spans)):
-                readings.add(_marked(line, [sp for b, sp in enumerate(spans) if pick >> b & 1]))
-        else:
-            readings.add(_marked(line, spans))
-        keys = [_h(_bare(r, keep=ECHO_MARK)) for r in readings]
-        marked = [_bare(r) for r in readings if ECHO_MARK in r]
-        # A template seen with an empty value is known by its bare text ("\x02"), one seen with a
-        # value is known bare too ("\x01"), for a later empty value.
-        remember += keys + [_h("\x01" + b) for b in marked]
-        if echoes.empty_value:
-            remember.append(_h("\x02" + _bare(line)))
         if spans:
-            lookups.append((i, tuple(keys) + tuple(_h("\x02" + b) for b in marked)))
+            picks = range(1, 1 << len(spans)) if len(spans) <= MAX_READ_OCCURRENCES else [(1 << len(spans)) - 1]
+            readings = {_marked(line, [sp for b, sp in enumerate(spans) if pick >> b & 1]) for pick in picks}
+            keys = [_h(_bare(r, keep=ECHO_MARK)) for r in readings]
+            bare = [_bare(r) for r in readings]
+            # A template seen with a value is known bare too ("\x01"), for a later empty value; one
+            # seen with an empty value is known by its bare text ("\x02").
+            remember += keys + [_h("\x01" + b) for b in bare]
+            lookups.append((i, tuple(keys) + tuple(_h("\x02" + b) for b in bare)))
         elif echoes.empty_value:
-            lookups.append((i, (_h("\x01" + _bare(line)), _h("\x02" + _bare(line)))))
-    return tuple(lookups), tuple(remember)
+            bare_line = _bare(line)
+            remember.append(_h("\x02" + bare_line))
+            lookups.append((i, (_h("\x01" + bare_line), _h("\x02" + bare_line))))
+    return TemplateLines(tuple(lookups), tuple(remember), _h("\x03" + canon) if lookups else None, len(lines))
 
 
 # Between a name and its value: `"?[:=] ?"?` or ` #?`, in the order `re` tries them.

@@ -302,9 +302,12 @@ class NoveltyTracker:
         for u, o in enumerate(owners):
             echo = echoes.get(o)
             if echo is not None and echo.templated:
-                lookups, keys = template_lines(normed[u], echo)
-                remember += keys
-                known_templates += [(u, i) for i, ks in lookups if any(k in self._templates for k in ks)]
+                tl = template_lines(normed[u], echo)
+                remember += tl.remember
+                if tl.unit_key is not None and tl.unit_key in self._templates:
+                    known_templates += [(u, i) for i in range(tl.lines)]
+                else:
+                    known_templates += [(u, i) for i, ks in tl.lookups if any(k in self._templates for k in ks)]
         templates = tuple(remember)
         win = _round_windows(normed, cfg.shingle_words, cfg.fingerprint_unit == "line", owners, echoes,
                              tuple(known_templates)) if units else None

@@ -128,10 +128,13 @@ class RefTracker:
         lines = [line for line in lines if line]
         template = set()              # the lines some other value of the arguments gave: not judged
         if echo is not None and echo.templated:
-            lookups, keys = template_lines("\n".join(lines), echo)
-            template = {i for i, ks in lookups if any(k in self.tpl for k in ks)}
+            tl = template_lines("\n".join(lines), echo)
+            if tl.unit_key is not None and tl.unit_key in self.tpl:
+                template = set(range(len(lines)))
+            else:
+                template = {i for i, ks in tl.lookups if any(k in self.tpl for k in ks)}
             if not replace:
-                self.tpl_pending += keys
+                self.tpl_pending += tl.remember
         if replace:   # a unit that is all echo: judged with each echo replaced, its template lines left out
             lines = [echo.replaced(line) for i, line in enumerate(lines) if i not in template]
             template = set()
