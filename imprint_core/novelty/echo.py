@@ -285,6 +285,8 @@ def template_lines(unit: str, echoes: "Echoes") -> TemplateLines:
     template's in every line."""
     canon = _canonical_unit(unit)
     forms = [f for f in echoes.forms if f in canon]
+    if not canon:      # no line (fingerprints leave the unit out)
+        return TemplateLines((), (), None, 0)
     if not forms and not echoes.empty_value:
         return TemplateLines((), (_h("\x03" + canon),), None, 0)
     lookups, remember = [], [_h("\x03" + canon)]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 import xxhash
 
@@ -459,6 +459,7 @@ QUERIES = ["heat pump", "w3 w4", "alpha beta", "2024", "x", "score"]
 @hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.integers(0, 2**32 - 1), st.sampled_from(nv.NORMALIZATIONS), st.sampled_from([0.5, 0.8, 1.0]),
        st.sampled_from([(262_144, 65_536), (60, 8), (8, 2)]))
+@example(12482, "ocr", 0.5, (262_144, 65_536))   # an empty segment beside template lines (fixed with them)
 def test_tracker_verdicts_equal_reference(seed, variant, threshold, caps):
     """Random rounds with repeats, reorders (of paragraphs and of lines),
     volatile changes, long paragraphs, JSON hits, echoed arguments, empty
