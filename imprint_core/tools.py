@@ -8,6 +8,7 @@ from .budget import TimeBudget
 from .errors import ToolAbandoned
 from .events import ToolCallStarted, ToolResultRecorded
 from .novelty import segment
+from .novelty.echo import evidence_free
 from .trace import TraceWriter
 from .types import (CancelToken, Clock, Tool, ToolCall, ToolContext, ToolFunction, ToolOutput,
                     ToolResult, ToolSpec)
@@ -145,9 +146,10 @@ class ToolExecutor:
             if not isinstance(out, ToolOutput):
                 out = ToolOutput(_as_text(out))
             text = _as_text(out.text)
-            # A read that returned no evidence units ("", "[]", no hits) is empty,
-            # not evidence, whatever its raw text.
-            status = out.status or ("ok" if _has_units(text, out.segments) else "empty")
+            # A read that returned no evidence units ("", "[]", no hits), or an envelope of
+            # nothing (novelty.echo.evidence_free, the one definition), is empty, not evidence.
+            status = out.status or ("ok" if _has_units(text, out.segments)
+                                    and not (kind == "read" and evidence_free(text, None)) else "empty")
             result = ToolResult(call.id, call.name, kind, status, text,
                                 segments=tuple(_as_text(s) for s in out.segments) if out.segments is not None else None,
                                 stop=out.stop)

@@ -14,6 +14,13 @@ Shingles that touch an echo are not judged (fingerprints.windows_of):
 they are remembered, so the same evidence is known whichever query fetched
 it, but they make nothing new.
 
+Whatever the value (a word the template writes itself, one letter, a
+number, `c++`, an empty string, a date the masks replace) and however it is
+written (URL-encoded, HTML-escaped, in JSON), text that is a function of the
+arguments alone is not evidence: a line whose reading with the value
+replaced is one that another value gave before is one of the template's
+lines, none of whose words is judged (template_lines).
+
 A unit whose every shingle touches an echo ("The capital of Spain is
 Madrid." for the query "capital of Spain") would then judge nothing, so a new
 short fact that repeats the query's words could never be progress: such a
@@ -22,9 +29,12 @@ unit is judged on its text with each echo replaced by ECHO_MARK instead
 
 An empty read (evidence_free), up to EMPTY_JSON_CHARS, after stripping a
 code fence around it: a JSON value whose leaves are all null, empty
-strings, empty containers, "no results" phrases or echoed values, or one
+strings, empty containers, "no results" phrases or echoed values; one
 that holds an empty container and otherwise only numbers and booleans
-(`{"results": [], "took": 12}`: the count and timing of nothing); a
+(`{"results": [], "took": 12}`: the count and timing of nothing); one that
+holds a list and whose every list is empty of content, whatever scalars
+sit beside (`{"status": "ok", "count": 0, "items": [], "request_id": R}`:
+the envelope of nothing, which may change every call); a
 "no results" phrase (EMPTY_PHRASE); an HTML page with no text but such a
 phrase.
 """
@@ -35,15 +45,19 @@ import html
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
+from urllib.parse import quote, quote_plus
 
 import numpy as np
+import xxhash
 
-from .fingerprints import Lines
+from .fingerprints import Lines, _canonical_unit
 from ._memo import shared
 from .normalization import normalize
 
 EMPTY_JSON_CHARS = 4_096
+TEMPLATE_CHARS = 200         # a line that says more than this besides its echoes is not read as a template's
+MAX_READ_OCCURRENCES = 4     # a line with more occurrences is read with all or none replaced
 ECHO_MARK = "<q>"   # no echo can match it: a string echo has three letters or digits, a pair echo a value
 _PLACEHOLDER = re.compile(r"<[a-z]+>")
 _AROUND_MARK = re.compile(r"[^\w\s]*(?:" + re.escape(ECHO_MARK) + r"[^\w\s]*\s*)+")
@@ -120,6 +134,11 @@ class Echoes:
                 pairs.add((name, text))
         self.alternatives = _alternatives(frozenset(anywhere), frozenset(pairs))
         self.has_echoes = bool(self.alternatives)
+        forms = set().union(*(_forms(value, variant) for _, value in leaves(arguments)))
+        self.forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))   # the longest first
+        self.empty_value = any(isinstance(v, str) and not normalize("echo " + v, variant)[5:].strip()
+                               for _, v in leaves(arguments))
+        self.templated = bool(self.forms) or self.empty_value
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -152,12 +171,29 @@ class Echoes:
         `for "x":` and `for "x ":` read the same."""
         if not self.has_echoes:
             return line
+        return _marked(line, self.spans(line))
+
+    def occurrences(self, line: str, forms: Sequence[str] | None = None) -> list[tuple[int, int]]:
+        """Where a canonical line writes an argument value in any of its forms
+        (`forms`, whatever its length), as whole words at a word-character
+        edge; of overlapping ones, the first and then the longest."""
+        found = []
+        for f in self.forms if forms is None else forms:
+            left, right = _is_word(f[0]), _is_word(f[-1])
+            at = line.find(f)
+            while at >= 0:
+                end = at + len(f)
+                if not (left and at > 0 and _is_word(line[at - 1])) and \
+                        not (right and end < len(line) and _is_word(line[end])):
+                    found.append((at, end))
+                at = line.find(f, at + 1)
+        found.sort(key=lambda span: (span[0], -span[1]))
         out, pos = [], 0
-        for start, end in self.spans(line):
-            out += (line[pos:start], ECHO_MARK)
-            pos = end
-        text = _AROUND_MARK.sub(f" {ECHO_MARK} ", "".join(out) + line[pos:])
-        return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
+        for start, end in found:
+            if start >= pos:
+                out.append((start, end))
+                pos = end
+        return out
 
     def words(self, lines: Lines, first_line: int, last_line: int, flags: np.ndarray) -> bool:
         """Flag the words of lines first_line..last_line that an echo touches; whether any was."""
@@ -181,6 +217,98 @@ class Echoes:
 def _is_word(c: str) -> bool:
     """Whether `re` takes the character for \\w."""
     return c.isalnum() or c == "_"
+
+
+def _marked(line: str, spans: list[tuple[int, int]]) -> str:
+    """line with each span, and the quotes and punctuation around it, one
+    ECHO_MARK; tokens of symbols only dropped."""
+    out, pos = [], 0
+    for start, end in spans:
+        out += (line[pos:start], ECHO_MARK)
+        pos = end
+    text = _AROUND_MARK.sub(f" {ECHO_MARK} ", "".join(out) + line[pos:])
+    return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
+
+
+def _forms(value: Any, variant: str) -> set[str]:
+    """The ways a result may write an argument value, normalized like the
+    evidence: as it is (masked, so `today` is `<ago>`), URL-encoded, as a
+    JSON string's inside, HTML-escaped."""
+    text = _text(value)
+    raw = {text}
+    if isinstance(value, str):
+        raw |= {quote(text, safe=""), quote(text), quote_plus(text), json.dumps(text)[1:-1], html.escape(text)}
+    # Masked as inside a line ("0:" at a line's start would be a line number's prefix, and gone).
+    return {f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f}
+
+
+_PUNCTUATION = "".join(c for c in map(chr, range(0x2070)) if not _is_word(c) and not c.isspace())
+
+
+def _bare(reading: str, keep: str | None = None) -> str:
+    """A reading without the punctuation at each word's edges (`q=`, `"":`,
+    `</h1>`, which a value may glue to its neighbours or not) and without
+    its marks: as the template would write it for an empty value (`keep`:
+    the marks kept)."""
+    return " ".join(w if w == keep else w.strip(_PUNCTUATION) for w in reading.split()
+                    if w == keep or (w != ECHO_MARK and w.strip(_PUNCTUATION)))
+
+
+def _h(text: str) -> int:
+    return xxhash.xxh3_64_intdigest(text.encode()) or 1
+
+
+@dataclass(frozen=True)
+class TemplateLines:
+    """What template_lines found in one unit."""
+    lookups: tuple[tuple[int, tuple[int, ...]], ...]   # (line, its keys): lines that may be the template's
+    remember: tuple[int, ...]                          # the keys to remember once the round is judged
+    unit_key: int | None    # the whole unit's key, when it holds an echo: seen before, all of it is the template's
+    lines: int              # its canonical lines
+
+
+@shared(key=lambda unit, echoes: (unit, echoes.key), size=lambda unit, echoes: len(unit))
+def template_lines(unit: str, echoes: "Echoes") -> TemplateLines:
+    """Text that is a function of the call's arguments alone is not evidence,
+    whatever the value (a word the template writes itself, one letter, a
+    number, `c++`, an empty string, a date the masks replace, URL-encoded).
+    What the same template gives for another value tells it: a line is one
+    of the template's lines when one of its *readings* was one that an
+    earlier call gave. A reading of a canonical line is the line with some
+    of its argument occurrences (`Echoes.occurrences`) replaced by
+    ECHO_MARK (`Query: query` reads as `query <q>`, `<q> query` or `<q>`);
+    a template is also known by its text with the marks removed, which is
+    what it gives for an empty value. Only lines that say at most
+    TEMPLATE_CHARS besides the occurrences are read. A unit that holds an
+    echo and was seen whole before (a template that masks drop the value
+    from, `https://x.org/search?q=...` for the query `search`) is the
+    template's in every line."""
+    canon = _canonical_unit(unit)
+    forms = [f for f in echoes.forms if f in canon]
+    if not canon:      # no line (fingerprints leave the unit out)
+        return TemplateLines((), (), None, 0)
+    if not forms and not echoes.empty_value:
+        return TemplateLines((), (_h("\x03" + canon),), None, 0)
+    lookups, remember = [], [_h("\x03" + canon)]
+    lines = canon.split("\n")
+    for i, line in enumerate(lines):
+        spans = echoes.occurrences(line, forms) if forms and any(f in line for f in forms) else []
+        if len(line) - sum(e - s for s, e in spans) > TEMPLATE_CHARS:
+            continue
+        if spans:
+            picks = range(1, 1 << len(spans)) if len(spans) <= MAX_READ_OCCURRENCES else [(1 << len(spans)) - 1]
+            readings = {_marked(line, [sp for b, sp in enumerate(spans) if pick >> b & 1]) for pick in picks}
+            keys = [_h(_bare(r, keep=ECHO_MARK)) for r in readings]
+            bare = [_bare(r) for r in readings]
+            # A template seen with a value is known bare too ("\x01"), for a later empty value; one
+            # seen with an empty value is known by its bare text ("\x02").
+            remember += keys + [_h("\x01" + b) for b in bare]
+            lookups.append((i, tuple(keys) + tuple(_h("\x02" + b) for b in bare)))
+        elif echoes.empty_value:
+            bare_line = _bare(line)
+            remember.append(_h("\x02" + bare_line))
+            lookups.append((i, (_h("\x01" + bare_line), _h("\x02" + bare_line))))
+    return TemplateLines(tuple(lookups), tuple(remember), _h("\x03" + canon) if lookups else None, len(lines))
 
 
 # Between a name and its value: `"?[:=] ?"?` or ` #?`, in the order `re` tries them.
@@ -267,7 +395,7 @@ def evidence_free(text: str, echoes: Echoes | None) -> bool:
             value = _NOT_JSON
         if value is not _NOT_JSON:
             try:
-                return _empty(value, echoes) or _counts_of_nothing(value)
+                return _empty(value, echoes) or _counts_of_nothing(value) or _lists_of_nothing(value, echoes)
             except RecursionError:
                 return False
     return _empty_phrase(s, echoes)
@@ -306,6 +434,24 @@ def _empty(value: Any, echoes: Echoes | None) -> bool:
             return True
         return echoes is not None and " ".join(normalize(value, echoes.variant).split()) in echoes.strings
     return echoes is not None and (type(value) is bool, value) in echoes.scalars
+
+
+def _lists_of_nothing(value: Any, echoes: Echoes | None) -> bool:
+    """An object or array that holds a list, and whose every list holds no
+    item with content (`_empty`): whatever scalars sit beside them (timings,
+    request ids, timestamps, counts, statuses, the echoed query) describe
+    the nothing that was found. The items carry a read's content; the
+    scalars around them are the envelope, which may change every call."""
+    found = [False]
+
+    def walk(v: Any) -> bool:
+        if isinstance(v, list):
+            found[0] = True
+            return all(_empty(i, echoes) for i in v)
+        if isinstance(v, dict):
+            return all(walk(i) for i in v.values())
+        return True
+    return isinstance(value, (dict, list)) and walk(value) and found[0]
 
 
 def _counts_of_nothing(value: Any) -> bool:

@@ -5,8 +5,10 @@ ADR 0102 and research-loop.md ("Progress"), as this module applies them:
 - Evidence is what read calls returned, judged on normalized text
   (normalization.py: a profile of volatile-token masks), never on the query
   that fetched it: the call's own argument values echoed in its result are
-  not judged (echo.py), and a JSON result holding nothing but them and empty
-  containers is an empty read. A result is split into units
+  not judged (echo.py), nor are the lines of the result's template (a line
+  that, read with the value replaced, another value gave before:
+  echo.template_lines), and a JSON result whose every list is empty is an
+  empty read. A result is split into units
   (segmentation.py: JSON hits or paragraphs); units into windows of lines
   (fingerprints.py: a paragraph, or with line fingerprints each line; long
   ones cut where their content says), judged by their shingles, runs of
@@ -52,7 +54,7 @@ import xxhash
 
 from . import neardup
 from ._bulk_shingle_counts import round_union, tally_round
-from .echo import Echoes, echoes_of, evidence_free
+from .echo import Echoes, echoes_of, evidence_free, template_lines
 from ._memo import frozen, shared
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
 from .normalization import NORMALIZATIONS, normalize, normalize_units
@@ -64,6 +66,7 @@ _h64 = xxhash.xxh3_64_intdigest
 FINGERPRINT_UNITS = ("paragraph", "line")
 NEAR_DUPLICATE = ("off", "jaccard", "containment")
 MAX_SHINGLE_WORDS = 32
+TEMPLATE_CAPACITY = 16_384   # template line readings remembered (echo.template_lines; two generations)
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
@@ -194,6 +197,7 @@ class _JudgedRound:
     errors: set[int]
     extra: np.ndarray = field(default_factory=lambda: _NO_FINGERPRINTS)  # shingles remembered, not judged
     sketches: list = field(default_factory=list)  # per verdict: its near-duplicate sketch (or None)
+    templates: tuple = ()          # the readings of its echo-bearing lines, to remember (echo.template_lines)
 
 
 Result = Sequence[Any]   # (status, text, segments) or (status, text, segments, arguments)
@@ -212,6 +216,7 @@ class NoveltyTracker:
         self._shingles = FingerprintStore(self.config.shingle_capacity)
         self._paragraphs = BoundedHashSet(self.config.paragraph_capacity)  # a few per result: Python sets
         self._errors = BoundedHashSet(4_096)
+        self._templates = BoundedHashSet(TEMPLATE_CAPACITY)
         self._sketches = neardup.SketchStore() if self.config.near_duplicate != "off" else None
 
     def judge(self, status: str, text: str, segments: Sequence[str] | None = None,
@@ -226,7 +231,7 @@ class NoveltyTracker:
         if v.status != "ok":
             return v, set(), set()
         sh = FingerprintSet(jr.shingles, jr.in_young, jr.known, jr.version)
-        sh.extra, sh.sketch = jr.extra, jr.sketches[0]
+        sh.extra, sh.sketch, sh.templates = jr.extra, jr.sketches[0], jr.templates
         return v, sh, set(jr.paragraphs)
 
     def commit_round(self, judged: Sequence[tuple[EvidenceVerdict, AbstractSet[int], AbstractSet[int]]]) -> RoundNovelty:
@@ -235,7 +240,7 @@ class NoveltyTracker:
         shingle_sets: list[AbstractSet[int]] = []
         paras: list[int] = []
         errors: set[int] = set()
-        extra, sketches = [], []
+        extra, sketches, templates = [], [], []
         for v, sh, ps in judged:
             if v.error_signature:
                 errors |= ps
@@ -246,10 +251,11 @@ class NoveltyTracker:
             if isinstance(sh, FingerprintSet):
                 extra.append(sh.extra)
                 sketches.append(sh.sketch)
+                templates += sh.templates
         union, in_young, known, version = round_union(shingle_sets, self._shingles)
         extra_all = unique(np.concatenate(extra)) if extra else _NO_FINGERPRINTS
         return self._commit(_JudgedRound([v for v, _, _ in judged], paras, union, in_young, known, version, errors,
-                                         extra_all, sketches))
+                                         extra_all, sketches, tuple(templates)))
 
     def observe_round(self, results: Sequence[Result]) -> RoundNovelty:
         """Judge a round's (status, text, segments[, arguments]) results, then remember them."""
@@ -257,7 +263,7 @@ class NoveltyTracker:
 
     @property
     def stored(self) -> int:
-        return len(self._shingles) + len(self._paragraphs) + len(self._errors)
+        return len(self._shingles) + len(self._paragraphs) + len(self._errors) + len(self._templates)
 
     # ------------------------------------------------------------------
 
@@ -281,7 +287,7 @@ class NoveltyTracker:
             if status != "ok" or not any(u.strip() for u in us) or evidence_free(text, echo):
                 verdicts.append(EvidenceVerdict("empty" if status == "ok" else status))
                 continue
-            if echo is not None and echo.has_echoes:
+            if echo is not None and (echo.has_echoes or echo.templated):
                 echoes[len(verdicts)] = echo
             owners += [len(verdicts)] * len(us)
             units += us
@@ -291,9 +297,23 @@ class NoveltyTracker:
         sketches: list = [None] * nv
         normed = normalize_units(units, cfg.normalization) if units else []
         owner_of_unit = np.array(owners, np.intp)
-        win = _round_windows(normed, cfg.shingle_words, cfg.fingerprint_unit == "line", owners, echoes) if units else None
+        # Lines that some other value of the arguments gave before: the template's, not evidence.
+        known_templates, remember = [], []
+        for u, o in enumerate(owners):
+            echo = echoes.get(o)
+            if echo is not None and echo.templated:
+                tl = template_lines(normed[u], echo)
+                remember += tl.remember
+                if tl.unit_key is not None and tl.unit_key in self._templates:
+                    known_templates += [(u, i) for i in range(tl.lines)]
+                else:
+                    known_templates += [(u, i) for i, ks in tl.lookups if any(k in self._templates for k in ks)]
+        templates = tuple(remember)
+        win = _round_windows(normed, cfg.shingle_words, cfg.fingerprint_unit == "line", owners, echoes,
+                             tuple(known_templates)) if units else None
         if win is None:
-            return _JudgedRound(verdicts, [], _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors, sketches=sketches)
+            return _JudgedRound(verdicts, [], _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors, sketches=sketches,
+                                templates=templates)
         owner = owner_of_unit[win.unit]       # the verdict of each window
         shingles, counts, extra, lines = win.shingles, win.counts, win.extra, win.line
         if self._sketches is not None:        # a near-copy of an earlier result adds nothing new
@@ -319,7 +339,7 @@ class NoveltyTracker:
         seen = np.fromiter(map(self._paragraphs.__contains__, paragraphs), bool, len(paragraphs))
         if seen.all() or not counts[~seen].any():
             return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
-                                unique(extra), sketches)
+                                unique(extra), sketches, templates)
         # Any other is new below the containment threshold.
         t = tally_round(shingles, counts, seen, owner, nv, self._shingles.lookup, cfg.containment_threshold,
                         lines, cfg.shingle_words)
@@ -330,7 +350,7 @@ class NoveltyTracker:
         for v, a, b, m in zip(verdicts, new_per_result, t.new_shingles, largest.tolist()):
             v.new_paragraphs, v.new_shingles, v.largest_new = a, b, m
         return _JudgedRound(verdicts, paragraphs, t.shingles, t.in_young, t.known, version, errors, unique(extra),
-                            sketches)
+                            sketches, templates)
 
     def _commit(self, jr: _JudgedRound) -> RoundNovelty:
         cfg = self.config
@@ -347,36 +367,40 @@ class NoveltyTracker:
             self._shingles.add_all(jr.extra)
         self._paragraphs.add_all(p for p in jr.paragraphs if p)
         self._errors.add_all(jr.errors)
+        self._templates.add_all(jr.templates)
         if self._sketches is not None:
             self._sketches.add([sk for sk in jr.sketches if sk is not None])
         return rn
 
 
-def _windows_key(normed: list[str], width: int, per_line: bool, owners: list[int], echoes: dict[int, Echoes]):
-    return tuple(normed), width, per_line, tuple(owners), tuple((i, e.key) for i, e in echoes.items())
+def _windows_key(normed: list[str], width: int, per_line: bool, owners: list[int], echoes: dict[int, Echoes],
+                 templates: tuple = ()):
+    return tuple(normed), width, per_line, tuple(owners), tuple((i, e.key) for i, e in echoes.items()), templates
 
 
 @shared(key=_windows_key, size=lambda normed, *_: sum(map(len, normed)), keep=frozen)
 def _round_windows(normed: list[str], width: int, per_line: bool, owners: list[int],
-                   echoes: dict[int, Echoes]) -> Windows | None:
+                   echoes: dict[int, Echoes], templates: tuple = ()) -> Windows | None:
     """The windows of a round's units (each unit's owner the verdict it
     counts for), the echoes of their calls excluded: the same for every config
     of one normalization, width and fingerprint unit, so a sweep's trackers
     that differ only in what they count (containment threshold, near-duplicate
-    setting) share them."""
+    setting) share them. `templates`: the (unit, line) pairs that are
+    template lines (echo.template_lines), none of whose words is judged."""
     owner_of_unit = np.array(owners, np.intp)
-    exclude = _echo_words(echoes, owner_of_unit) if echoes else None
+    exclude = _echo_words(echoes, owner_of_unit, templates) if echoes else None
     win = windows_of(normed, width, per_line, exclude)
     if win is not None and exclude is not None:
-        win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, width, per_line, exclude)
+        win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, width, per_line, templates)
     return win
 
 
 def _judge_echo_only_units(win: Windows, normed: list[str], owner_of_unit: np.ndarray, echoes: dict[int, Echoes],
-                           width: int, per_line: bool, exclude) -> Windows:
+                           width: int, per_line: bool, templates: tuple) -> Windows:
     """A unit whose every shingle touches an echo is judged on its text with
-    the echoes replaced (echo.ECHO_MARK); what it said in full is still
-    remembered, not judged."""
+    the echoes replaced (echo.ECHO_MARK), its template lines left out (a
+    unit of template lines only is not judged); what it said in full is
+    still remembered, not judged."""
     n = len(normed)
     has = np.bincount(win.unit, minlength=n) > 0
     judged = np.bincount(win.unit, weights=win.counts, minlength=n)
@@ -384,16 +408,28 @@ def _judge_echo_only_units(win: Windows, normed: list[str], owner_of_unit: np.nd
     if not redo:
         return win
     units = list(normed)
+    template_of: dict[int, set[int]] = {}
+    for u, i in templates:
+        template_of.setdefault(u, set()).add(i)
+    redone = set()
     for u in redo:
-        echo = echoes[int(owner_of_unit[u])]
-        units[u] = "\n".join(echo.replaced(" ".join(line.split())) for line in units[u].split("\n"))
+        echo, skip = echoes[int(owner_of_unit[u])], template_of.get(u, set())
+        lines = [line for line in (" ".join(raw.split()) for raw in units[u].split("\n")) if line]
+        kept = [echo.replaced(line) for i, line in enumerate(lines) if i not in skip]
+        if kept:
+            units[u] = "\n".join(kept)
+            redone.add(u)
+    if not redone:
+        return win
+    exclude = _echo_words(echoes, owner_of_unit, tuple((u, i) for u, i in templates if u not in redone))
     again = windows_of(units, width, per_line, exclude)
     again.extra = np.concatenate((again.extra, win.extra))
     return again
 
 
-def _echo_words(echoes: dict[int, Echoes], owner_of_unit: np.ndarray):
-    """The words of each result that its call's arguments echo (fingerprints.Exclude)."""
+def _echo_words(echoes: dict[int, Echoes], owner_of_unit: np.ndarray, templates: tuple = ()):
+    """The words of each result that its call's arguments echo, and every
+    word of its template lines (fingerprints.Exclude)."""
     def exclude(lines: Lines) -> np.ndarray | None:
         flags = np.zeros(lines.bounds.size - 1, bool)
         line_owner = owner_of_unit[lines.unit]
@@ -402,5 +438,10 @@ def _echo_words(echoes: dict[int, Echoes], owner_of_unit: np.ndarray):
             at = (line_owner == i).nonzero()[0]
             if at.size:
                 found |= echo.words(lines, int(at[0]), int(at[-1]), flags)
+        if templates:
+            starts = np.searchsorted(lines.unit, [u for u, _ in templates])   # each unit's first line
+            for line in (starts + np.array([i for _, i in templates])).tolist():
+                flags[lines.first[line]:lines.first[line] + lines.size[line]] = True
+            found = True
         return flags if found else None
     return exclude

@@ -15,9 +15,11 @@ The rule, per round (judged against what the reply saw before the round):
     of the same tool (Jaccard of the normalized text's sketches at least
     `similarity`; novelty/neardup.py) is a repeat, any other is new;
   - an error whose normalized text was seen before from the same tool is a
-    repeat (a first error is new: it says something);
-  - an answered ask is new (amendment 0159); an empty result, a successful
-    write and a call the deadline suppressed are neutral;
+    repeat; a first error is neutral: errors never reset patience, even
+    when their text changes (research-loop.md, "Progress");
+  - an answered ask is new (amendment 0159); an empty result (an empty
+    status, or a result novelty/echo.py's `evidence_free` calls empty), a
+    successful write and a call the deadline suppressed are neutral;
 - a round with a new call resets the streak; a round whose calls are
   repeats and neutral ones, with at least one repeat, adds one; a round of
   neutral calls only (or a failed request) leaves it as it is;
@@ -46,6 +48,7 @@ import xxhash
 
 from ..novelty import NoveltyConfig, normalize
 from ..novelty import neardup
+from ..novelty.echo import echoes_of, evidence_free
 from .builtin import PATIENCE_DEFAULT, AnyRule, make_record
 from .protocol import Rule, RoundView
 from .registry import stop_rule
@@ -141,8 +144,12 @@ class OutcomeRepeat(Rule):
                 text = normalize(c.result, self.normalization)
                 same = xxhash.xxh3_64_intdigest(f"{action}\0{text}".encode())
                 other = xxhash.xxh3_64_intdigest(f"{c.tool}\0{text}".encode())
-                out.append("error" if same in self.errors else "action" if other in self.errors else "new")
+                # A first error is neutral, not new: otherwise changing error texts between repeated reads
+                # reset the streak for ever (research-loop.md: changing errors do not reset patience).
+                out.append("error" if same in self.errors else "action" if other in self.errors else "neutral")
                 pending_err += [same, other]
+            elif evidence_free(c.result, echoes_of(c.args, self.normalization) if c.args else None):
+                out.append("neutral")     # an empty read, whatever envelope it came in (as the record judges it)
             else:
                 text = normalize(c.result, self.normalization).encode()   # normalize collapses whitespace itself
                 sk = neardup.sketch(text)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 
+from imprint_core.novelty.echo import evidence_free
+
 from .callkinds import WRITE, ShellFacts
 
 OK, EMPTY, ERROR = "ok", "empty", "error"
@@ -61,9 +63,6 @@ RUNNER_FAILED = re.compile(
 """Output lines that say a code runner never ran the code: a missing script
 or test id, a bad command line."""
 
-EMPTY_JSON_RESULTS = frozenset({"[]", "{}", "null", '""'})
-"""A tool that returned an empty JSON value found nothing: an empty read (a
-search with no flights is not evidence)."""
 
 
 def _searches(facts: ShellFacts) -> bool:
@@ -111,12 +110,13 @@ TEXT_ERROR = re.compile(r"^\s*(?:error\b|exception\b|traceback \(most recent cal
 
 
 def text_status(result: str) -> str:
-    """The status of a function tool's result text: `empty` when blank or an
-    empty JSON value (`EMPTY_JSON_RESULTS`); `error` when it starts with
-    `Error`, `Exception` or a traceback, or is a JSON object with a non-empty
-    `error` key; otherwise `ok`."""
+    """The status of a function tool's result text: `error` when it starts
+    with `Error`, `Exception` or a traceback, or is a JSON object with a
+    non-empty `error` key; `empty` when the novelty rule calls it an empty
+    read (`evidence_free`, the one definition: blank, an empty JSON value,
+    a JSON envelope whose lists are all empty, "no results"); otherwise `ok`."""
     text = result.strip()
-    if not text or text in EMPTY_JSON_RESULTS:
+    if not text:
         return EMPTY
     if TEXT_ERROR.match(text):
         return ERROR
@@ -127,4 +127,4 @@ def text_status(result: str) -> str:
             return OK
         if isinstance(obj, dict) and obj.get("error"):
             return ERROR
-    return OK
+    return EMPTY if evidence_free(text, None) else OK

@@ -139,3 +139,50 @@ def test_a_changed_number_in_a_large_log_is_not_progress(n):
 def test_the_same_large_log_with_a_new_line_read_again_is_not_progress():
     more = big_log(2_000) + "\nERROR worker 3 lost its database connection while writing the summary table"
     assert progress([[(big_log(2_000), None)], [(more, None)], [(more, None)]]) == [True, True, False]
+
+
+# ---- issue 45, item 1: an envelope of nothing, whatever changes in it ----------------------------
+# The scalars a search API writes beside its (empty) lists: timings, ids, timestamps, counts, statuses.
+_envelope_scalars = st.one_of(
+    st.integers(-10**12, 10**12), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none(),
+    st.uuids().map(str), st.datetimes().map(lambda d: d.isoformat() + "Z"),
+    st.text("0123456789abcdef-_", min_size=1, max_size=24),                 # request ids, tokens
+    st.sampled_from(["ok", "success", "OK", "completed", "200", "partial"]))
+_keys = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+# What an empty list may hold and still say nothing: nothing, or empty things.
+_empty_items = st.lists(st.sampled_from([None, "", {}, []]), max_size=3)
+
+
+@st.composite
+def _empty_envelope(draw, query: str) -> str:
+    """A JSON object whose every list is empty of content, one list at least,
+    maybe nested (`{"hits": {"hits": []}}`), with drawn scalars beside them."""
+    def obj(depth: int) -> dict:
+        d = draw(st.dictionaries(_keys, _envelope_scalars, max_size=4))
+        if draw(st.booleans()):
+            d["query"] = query                       # the echoed query
+        for _ in range(draw(st.integers(0 if depth else 1, 2))):
+            k = draw(_keys)
+            d[k] = obj(depth + 1) if depth < 2 and draw(st.booleans()) else draw(_empty_items)
+        return d
+    while True:
+        d = obj(0)
+        if json.dumps(d).count("["):                 # a list survived the drawn keys' collisions
+            return json.dumps(d, indent=draw(st.sampled_from([None, 2])))
+
+
+@hsettings(max_examples=80, deadline=None)
+@given(st.data(), st.integers(2, 6))
+def test_property_envelopes_of_nothing_are_empty_reads_and_never_reset_patience(data, n):
+    """research-loop.md: empty reads never reset patience. A JSON result whose
+    every list is empty is an empty read, whatever scalars sit beside the lists."""
+    queries = [f"sunday trains query {i}" for i in range(n)]
+    shapes = [data.draw(_empty_envelope(q)) for q in queries]
+    t, rule = NoveltyTracker(), PatienceRule(n + 1)
+    assert t.observe_round([("ok", EVIDENCE, None, {"query": "sunday trains"})]).progress
+    for q, shape in zip(queries, shapes):
+        assert evidence_free(shape, None)
+        r = t.observe_round([("ok", shape, None, {"query": q})])
+        assert not r.progress and r.verdicts[0].status == "empty", shape
+        rule.update(write=False, progress=r.progress)
+    assert rule.counter == n

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 import xxhash
 
@@ -31,7 +31,8 @@ from imprint_core import novelty as nv
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, SHINGLE_WORDS, normalize, segment, shingles
 from imprint_core.novelty import _fast_masks as fm, _mask_finders as finders, fingerprints as fp, neardup, \
     normalization as nz
-from imprint_core.novelty.echo import Echoes, evidence_free
+from imprint_core.novelty.echo import Echoes, evidence_free, template_lines
+from imprint_core.novelty.rule import TEMPLATE_CAPACITY
 from imprint_core.novelty.store import BoundedHashSet, FingerprintStore
 
 # ------------------------------------------------------------ reference ---
@@ -118,21 +119,37 @@ class RefTracker:
         self.sh = BoundedHashSet(cfg.shingle_capacity)
         self.par = BoundedHashSet(cfg.paragraph_capacity)
         self.sketches: tuple[list, list] = ([], [])   # young, old
+        self.tpl = BoundedHashSet(TEMPLATE_CAPACITY)   # template line readings (echo.template_lines)
+        self.tpl_pending: list[int] = []
 
     def windows(self, unit: str, echo, replace: bool = False) -> list[Window]:
         cfg = self.cfg
         lines = [" ".join(line.split()) for line in ref_masked(unit, cfg.normalization).split("\n")]
         lines = [line for line in lines if line]
-        if replace:   # a unit that is all echo: judged with each echo replaced
-            lines = [echo.replaced(line) for line in lines]
-        spans = [[line] for line in lines] if cfg.fingerprint_unit == "line" else [lines] if lines else []
+        template = set()              # the lines some other value of the arguments gave: not judged
+        if echo is not None and echo.templated:
+            tl = template_lines("\n".join(lines), echo)
+            if tl.unit_key is not None and tl.unit_key in self.tpl:
+                template = set(range(len(lines)))
+            else:
+                template = {i for i, ks in tl.lookups if any(k in self.tpl for k in ks)}
+            if not replace:
+                self.tpl_pending += tl.remember
+        if replace:   # a unit that is all echo: judged with each echo replaced, its template lines left out
+            lines = [echo.replaced(line) for i, line in enumerate(lines) if i not in template]
+            template = set()
+        all_touched = [i in template for i in range(len(lines))]
+        if cfg.fingerprint_unit == "line":
+            spans = [[(line, t)] for line, t in zip(lines, all_touched)]
+        else:
+            spans = [list(zip(lines, all_touched))] if lines else []
         out = []
         for span in spans:
             shingles = []                 # (first word in the span, id, judged, text, line)
             offset = 0
-            for line_no, line in enumerate(span):
+            for line_no, (line, whole) in enumerate(span):
                 words = line.split()
-                touched = [False] * len(words)
+                touched = [whole] * len(words)
                 if echo is not None and echo.pattern is not None:
                     starts = [0]
                     for w in words:
@@ -177,8 +194,9 @@ class RefTracker:
             ws = self.windows(u, echo)
             if echo is not None and ws and not any(w.judged for w in ws):
                 again = self.windows(u, echo, replace=True)
-                again[0].extra += [sid for w in ws for sid in w.extra]
-                ws = again
+                if again:     # not a unit of template lines only
+                    again[0].extra += [sid for w in ws for sid in w.extra]
+                    ws = again
             windows += ws
         sk = None
         near = False
@@ -211,6 +229,8 @@ class RefTracker:
 
     def observe_round(self, results):
         judged = [self.judge(*r) for r in results]
+        self.tpl.add_all(self.tpl_pending)
+        self.tpl_pending = []
         kept = [j[1] for j in judged if j[1] is not None]
         round_sh = set().union(*(k[0] for k in kept))
         new_sh = len(round_sh) - self.sh.count_known(round_sh)
@@ -439,6 +459,7 @@ QUERIES = ["heat pump", "w3 w4", "alpha beta", "2024", "x", "score"]
 @hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.integers(0, 2**32 - 1), st.sampled_from(nv.NORMALIZATIONS), st.sampled_from([0.5, 0.8, 1.0]),
        st.sampled_from([(262_144, 65_536), (60, 8), (8, 2)]))
+@example(12482, "ocr", 0.5, (262_144, 65_536))   # an empty segment beside template lines (fixed with them)
 def test_tracker_verdicts_equal_reference(seed, variant, threshold, caps):
     """Random rounds with repeats, reorders (of paragraphs and of lines),
     volatile changes, long paragraphs, JSON hits, echoed arguments, empty

@@ -376,6 +376,33 @@ def test_outcome_repeat_empty_results_and_failed_requests_never_reset_nor_count(
     assert rule.observe(page(5)) is not None
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.lists(st.sampled_from(["alone", "with", "none"]), min_size=8, max_size=22),
+       st.sampled_from(["bash", "search", "book"]), st.booleans())
+def test_property_changing_errors_never_reset_outcome_repeat(n, errors, error_tool, write):
+    """research-loop.md: errors, including errors whose text changes, do not
+    reset patience; the candidate's docstring says the same. The same read
+    repeated with a new error text beside it or between (never the same
+    error twice) stops exactly when the repeated reads reach action_repeats."""
+    rule = build("outcome-repeat", {"action_repeats": n})
+    read = lambda: call("bash", result="FAILED test_x.py::test_a - AssertionError: 3 != 4", cmd="pytest -x")  # noqa
+    rounds, reads, expected, e = [], 0, None, 0
+
+    def error():
+        nonlocal e
+        e += 1
+        return call(error_tool, kind="write" if write else "read", status="error",
+                    result=f"Error: attempt {e} failed: {'xyz' * e} code {e * 37}", cmd=f"try {e}")
+    for what in errors:
+        calls = [read()] if what != "alone" else []
+        calls += [error()] if what != "none" else []
+        rounds.append(rnd(len(rounds) + 1, *calls))
+        reads += what != "alone"
+        if expected is None and reads == n + 1:     # the first read is new, the next n repeat it
+            expected = len(rounds)
+    assert first_stop(rule, rounds) == expected
+
+
 def test_outcome_repeat_judges_a_round_against_what_came_before_it():
     """Two identical results in one round are not repeats of each other."""
     rule = build("outcome-repeat", {"action_repeats": 1})

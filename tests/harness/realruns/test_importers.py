@@ -300,6 +300,10 @@ def test_shell_status_exception_is_an_error():
     ("Error: payment method not found", ERROR), ("error: bad", ERROR), ("Exception: boom", ERROR),
     ("Traceback (most recent call last):\n ...", ERROR), ('{"error": "not found"}', ERROR),
     ('{"error": null, "data": 1}', OK), ('{"name": "U"}', OK), ("Errors found: 0", OK), ("42", OK),
+    # issue 45: an envelope of nothing is empty whatever sits beside its lists (novelty's evidence_free decides)
+    ('{"query": "flights to nyc", "results": [], "took_ms": 31}', EMPTY),
+    ('{"status": "ok", "count": 0, "items": []}', EMPTY), ('{"results": [], "request_id": "a1b2-c3"}', EMPTY),
+    ('{"results": [], "error": "quota exceeded"}', ERROR), ('{"results": ["LAX-JFK 09:10"], "took": 3}', OK),
 ])
 def test_text_status(result, status):
     assert text_status(result) == status
