@@ -45,11 +45,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-disk-cache", action="store_true", help="keep the record rule's novelty cache in memory only")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output folder (default {DEFAULT_OUT})")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.add_argument("--decide", metavar="RULE",
+    p.add_argument("--decide", metavar="RULE", action="append",
                    help="judge RULE (one of the compared rules; added when not named) against the shipped rule on "
                         "the held-out part by the rule of research-loop.md ('Changing the default stop rule'): "
                         "harm not worse, benefit better, cost at most 2x; prints the verdict with its figures and "
-                        "exits 1 when it does not pass")
+                        "exits 1 when it does not pass (repeatable: exit 0 only when every one passes)")
     p.add_argument("--costs", default=None, metavar="FILE",
                    help="each rule's cost per round for --decide (default reports/bench/rules.json, written by "
                         "benchmarks/bench_rules.py)")
@@ -72,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserInputError(f"{args.jobs} jobs", key="--jobs", expected="1 or more")
     choices = [RuleChoice(label, spec, params) for label, spec, params in rules_of(args, list(DEFAULT_RULES))]
-    if args.decide and args.decide not in [c.label for c in choices]:
-        extra = rules_of(argparse.Namespace(rules=[args.decide], params=None, param=None), [])
+    missing = [d for d in dict.fromkeys(args.decide or []) if d not in [c.label for c in choices]]
+    if missing:
+        extra = rules_of(argparse.Namespace(rules=missing, params=None, param=None), [])
         choices += [RuleChoice(label, spec, params) for label, spec, params in extra]
     from imprint_core.stoprules import build
     for c in choices:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     decisions = []
     if args.decide:
         from ..analysis.decision import decide
-        decisions.append(decide(comp, args.decide, costs, args.costs or COST_FILE))
+        decisions += [decide(comp, d, costs, args.costs or COST_FILE) for d in dict.fromkeys(args.decide)]
     data = comp.to_dict() | {"command": command, "decisions": [d.to_dict() for d in decisions]}
     atomic_write_text(dest / "compare.json", json.dumps(data, indent=1, default=str) + "\n")
     atomic_write_text(dest / "compare.md", markdown(comp, command, decisions=decisions))
