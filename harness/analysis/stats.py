@@ -14,6 +14,7 @@ testbed reports, all through `scipy.stats` (no hand-written statistics).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -140,14 +141,18 @@ def paired_difference(a: Sequence[float], b: Sequence[float], den: Sequence[floa
         return Difference(diff, diff, diff, diff, len(keys))
     if len(keys) < 2:           # one task: nothing to resample, no interval
         return Difference(diff, None, None, None, len(keys))
-    from scipy.stats import bootstrap
+    from scipy.stats import DegenerateDataWarning, bootstrap
 
     def stat(x, y, d, axis=-1):
         with np.errstate(invalid="ignore", divide="ignore"):
             return (x.sum(axis=axis) - y.sum(axis=axis)) / d.sum(axis=axis)
 
-    res = bootstrap((sa, sb, sd), stat, paired=True, vectorized=True, n_resamples=resamples,
-                    method="percentile", confidence_level=CONFIDENCE, rng=np.random.default_rng(seed))
+    with warnings.catch_warnings():
+        # Every resample the same (one task carries the whole difference, or none can change it): a point
+        # interval, which is the answer; scipy's warning about it would only be noise in every log.
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        res = bootstrap((sa, sb, sd), stat, paired=True, vectorized=True, n_resamples=resamples,
+                        method="percentile", confidence_level=CONFIDENCE, rng=np.random.default_rng(seed))
     # One resampled distribution gives both bounds by the percentile method (a
     # resample that drew only tasks without a denominator is undefined: left out).
     dist = res.bootstrap_distribution
