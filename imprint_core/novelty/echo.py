@@ -45,7 +45,7 @@ import html
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import quote, quote_plus
 
 import numpy as np
@@ -374,12 +374,16 @@ def _pattern(alternatives: tuple[_Alternative, ...]) -> re.Pattern[str]:
 
 
 @shared(key=lambda text, echoes: (text, None if echoes is None else echoes.key), size=lambda text, echoes: len(text))
-def evidence_free(text: str, echoes: Echoes | None) -> bool:
+def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | None") -> bool:
     """Whether text is an empty read (the module's docstring): nothing in it
-    but the shapes of "no results" and the call's own arguments."""
+    but the shapes of "no results" and the call's own arguments. `echoes`
+    may be a function that makes them: most results are too long to be
+    empty, and are judged without them."""
     s = text.strip()
     if not s or len(s) > EMPTY_JSON_CHARS:
         return not s
+    if callable(echoes):
+        echoes = echoes()
     fenced = _FENCE.match(s)
     if fenced:
         s = fenced.group(1).strip()

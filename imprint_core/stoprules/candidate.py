@@ -148,7 +148,7 @@ class OutcomeRepeat(Rule):
                 # reset the streak for ever (research-loop.md: changing errors do not reset patience).
                 out.append("error" if same in self.errors else "action" if other in self.errors else "neutral")
                 pending_err += [same, other]
-            elif evidence_free(c.result, echoes_of(c.args, self.normalization) if c.args else None):
+            elif evidence_free(c.result, (lambda c=c: echoes_of(c.args, self.normalization)) if c.args else None):
                 out.append("neutral")     # an empty read, whatever envelope it came in (as the record judges it)
             else:
                 text = normalize(c.result, self.normalization).encode()   # normalize collapses whitespace itself
