@@ -576,41 +576,45 @@ def _saving_xy(cell: Cell):
 
 
 def plot(comp: Comparison, path, part: str = "held-out") -> None:
-    """Harm against loops caught (top) and against rounds saved on failed runs
-    (bottom), pooled and per corpus, on `part`; error bars are the 95% intervals."""
+    """Harm against loops caught and against rounds saved on failed runs, side
+    by side, pooled first and then per corpus, on `part`; error bars are the
+    95% intervals."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     if not comp.members("all", part):
         part = "all"            # nothing held out (`--holdout 0`): every run
-    panels = ["all", *comp.corpora]
-    fig, axes = plt.subplots(2, len(panels), figsize=(3.6 * len(panels), 7.4), squeeze=False)
+    panels = [(corpus, metric) for corpus in ["all", *comp.corpora]
+              for metric in ((_recall_xy, "loops caught (%)"), (_saving_xy, "failed runs' rounds saved (%)"))]
+    ncols = 4                           # two corpora a row, each with its two panels side by side
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 3.4 * nrows), squeeze=False)
     markers = "osD^v<>Ph*X"
-    for col, corpus in enumerate(panels):
-        for rowi, (y_of, ylabel) in enumerate(((_recall_xy, "loops caught (%)"),
-                                              (_saving_xy, "failed runs' rounds saved (%)"))):
-            ax = axes[rowi][col]
-            for i, c in enumerate(comp.rules):
-                cell = comp.cells.get((c.label, corpus, part))
-                if cell is None:
-                    continue
-                color = plt.cm.tab10(i % 10)
-                _point(ax, cell, _harm_xy, y_of, fmt=markers[i % len(markers)], color=color, markersize=6,
-                       alpha=0.85, label=c.label if col == 0 and rowi == 0 else None)
-            total = comp.cells.get((comp.rules[0].label, corpus, part)) if comp.rules else None
-            title = ("pooled" if corpus == "all" else corpus) + f" ({part})"
-            if total is not None:
-                title += f"\n{total.harm_of} can be harmed, {total.loops} loops, {total.failures} failed"
-            ax.set_title(title, fontsize=8)
-            ax.set_xlabel("harm (% of successful runs)", fontsize=8)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.set_xlim(-3, 103)
-            ax.set_ylim(-3, 103)
-            ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=7)
+    for k, (corpus, (y_of, ylabel)) in enumerate(panels):
+        ax = axes[k // ncols][k % ncols]
+        for i, c in enumerate(comp.rules):
+            cell = comp.cells.get((c.label, corpus, part))
+            if cell is None:
+                continue
+            color = plt.cm.tab20(i % 20)
+            _point(ax, cell, _harm_xy, y_of, fmt=markers[i % len(markers)], color=color, markersize=6,
+                   alpha=0.85, label=c.label if k == 0 else None)
+        total = comp.cells.get((comp.rules[0].label, corpus, part)) if comp.rules else None
+        title = ("pooled" if corpus == "all" else corpus) + f" ({part})"
+        if total is not None:
+            title += f"\n{total.harm_of} can be harmed, {total.loops} loops, {total.failures} failed"
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel("harm (% of successful runs)", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_xlim(-3, 103)
+        ax.set_ylim(-3, 103)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for k in range(len(panels), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if labels:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if nrows < 4 else 0.035, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -127,7 +127,7 @@ def compare_section(comparison: Path, out: Path) -> Section:
                    "their end; rounds saved: the failed runs' rounds after the stop; 95% intervals (Wilson for "
                    "counts, a bootstrap over tasks for shares). One row per rule, pooled over every corpus, on the "
                    "held-out part first; then each corpus." + "".join(f" Decision: {v}." for v in verdicts),
-                   image, "Harm against loops caught (top) and rounds saved (bottom), 95% error bars",
+                   image, "Harm against loops caught and against rounds saved, pooled then per corpus, 95% error bars",
                    tables=[(t, df) for t, df in (("pooled, held-out", top), ("held-out", held), ("dev", dev))
                            if not df.empty],
                    figures_first=False)
