@@ -127,9 +127,9 @@ def handmade_trace(path: Path, *, provider: str, provider_kind: str, ratios: lis
                          charged_prompt=chg, charged_output=0, prefix_reused=0, output_tokens=10, measured_prompt=1000,
                          measured_cached=None, measured_output=10, duration=1.0, error=None, interrupted=None, round=i))
         ev.append(_event(t, "tool_call", round=i, index=0, call_id=f"c{i}", tool="search", kind="read",
-                         arguments={"q": str(i)}, blocking=True))
+                         arguments={"q": f"query {chr(96 + i)}"}, blocking=True))
         ev.append(_event(t, "tool_result", round=i, call_id=f"c{i}", tool="search", kind="read", status="ok", chars=10,
-                         after_deadline=False, started=t, finished=t, arguments={"q": str(i)},
+                         after_deadline=False, started=t, finished=t, arguments={"q": f"query {chr(96 + i)}"},
                          text=f"evidence number {i} about the topic at hand", segments=None,
                          novelty={"paragraphs": 1, "new_paragraphs": 1, "new_shingles": 5}))
         ev.append(_event(t, "round_end", round=i, kind="read", progress=True, new_paragraphs=1, new_shingles=5,
