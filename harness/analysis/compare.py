@@ -36,7 +36,7 @@ from imprint_core.stoprules import build, resolve
 from imprint_core.stoprules.guard import RuleFailed
 from imprint_core.stoprules.builtin import AnyRule
 
-from ..realruns.labels import LOOP_SLACK, Tally, judge
+from ..realruns.labels import LOOP_SLACK, Judgement, Tally, judge
 from ..realruns.roundlogs import round_view
 from .progresscache import ProgressCache
 from .stats import CONFIDENCE, Rate, mcnemar, paired_difference, rate
@@ -173,7 +173,12 @@ class RunJudged:
     saved_rounds: int       # a failed run: rounds after the stop
     tokens: tuple[int, int]         # the run's estimated tokens (reserve, prefix-refund)
     saved_tokens: tuple[int, int]   # a failed run: those of the rounds after the stop
-    caught: tuple[bool, ...]        # per labelled loop, in order
+    judgement: Judgement            # the label's verdict (`realruns.labels.judge`)
+    loops: tuple[tuple[int, int, bool], ...]   # per labelled loop within the run, in order: first, last, caught
+
+    @property
+    def caught(self) -> tuple[bool, ...]:
+        return tuple(hit for _, _, hit in self.loops)
 
 
 @dataclass
@@ -259,23 +264,25 @@ def judge_run(run: TuneRun, stop: int | None, tokens: TokenReplay, slack: int) -
     charges = (tokens.reserve, tokens.prefix_refund)
     total = tuple(sum(c) for c in charges)
     saved = tuple(sum(c[stop:]) for c in charges) if stop is not None and failed else (0, 0)
-    caught, caught_before = [], False
+    # The same window as `judge`: a stop in the loop or up to `slack` after it, or before a later loop
+    # when it caught an earlier one; kept per loop for the paired tests and the latencies.
+    loops, caught_before = [], False
     for a, b in label.loops:
         b = min(b, rounds)
         if b < a:
             continue
         hit = stop is not None and (a <= stop <= b + slack or stop < a and caught_before)
-        caught.append(hit)
+        loops.append((a, b, hit))
         caught_before = caught_before or hit
-    return RunJudged(success or label.useful, harmed, failed, rounds, after if failed else 0, total, saved,
-                     tuple(caught))
+    return RunJudged(success or label.useful, harmed, failed, rounds, after if failed else 0, total, saved, j,
+                     tuple(loops))
 
 
 def add_run(cell: Cell, run: TuneRun, stop: int | None, tokens: TokenReplay, slack: int,
             judged: RunJudged | None = None) -> RunJudged:
     label = run.label
     judged = judged or judge_run(run, stop, tokens, slack)
-    j = judge(label, stop, run.rounds, slack)
+    j = judged.judgement
     cell.runs += 1
     cell.useful += label.useful
     cell.premature += j.premature
@@ -293,17 +300,11 @@ def add_run(cell: Cell, run: TuneRun, stop: int | None, tokens: TokenReplay, sla
         for i in range(2):
             cell.failed_tokens[i] += judged.tokens[i]
             cell.saved_tokens[i] += judged.saved_tokens[i]
-    caught_before = False
-    for a, b in label.loops:
-        b = min(b, run.rounds)
-        if b < a:
-            continue
-        caught = stop is not None and (a <= stop <= b + slack or stop < a and caught_before)
+    for a, b, caught in judged.loops:
         if caught and stop >= a:
             cell.latencies.append(stop - a)
         if stop is not None and stop < a and not caught:
             cell.early += 1
-        caught_before = caught_before or caught
         last = b if stop is None else min(stop, b)
         for r in range(a, last + 1):
             if r <= len(tokens.reserve):
@@ -377,6 +378,8 @@ def _paired(comp: Comparison, label: str, idx: list[int]) -> dict[str, Any]:
 
 
 def _saving_ci(comp: Comparison, label: str, idx: list[int]) -> dict[str, tuple[float | None, float | None]]:
+    """The 95% interval of each saving share: the paired bootstrap against nothing saved (a share's own
+    interval, resampled by task like every other figure)."""
     mine = comp.judged[label]
     tasks = [comp.runs[i].task for i in idx]
     zero = [0] * len(idx)
