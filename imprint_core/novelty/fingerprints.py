@@ -369,8 +369,9 @@ class FingerprintSet(AbstractSet):
     sorted numpy array, so that a round's union is taken without Python sets.
     It remembers what the store held of them when judged (`in_young`,
     `known`, valid while the store's `version` is `version`), and carries
-    what else the commit remembers (`extra`, `sketch`, `templates`)."""
-    __slots__ = ("array", "_list", "in_young", "known", "version", "extra", "sketch", "templates")
+    what else the commit remembers (`extra`, `sketch`, `templates`), and the
+    result's normalized units (`normed`)."""
+    __slots__ = ("array", "_list", "in_young", "known", "version", "extra", "sketch", "templates", "normed")
 
     def __init__(self, values: Iterable[int] | np.ndarray = (), in_young: np.ndarray | None = None,
                  known: np.ndarray | None = None, version: int = -1):
@@ -383,6 +384,7 @@ class FingerprintSet(AbstractSet):
         self.extra = _NONE       # fingerprints to remember that were not judged (echoes)
         self.sketch = None       # the result's near-duplicate sketch, when the rule keeps them
         self.templates = ()      # the readings of its echo-bearing lines (echo.template_lines)
+        self.normed = ()         # the result's evidence units as the tracker normalized them
 
     def __len__(self) -> int:
         return self.array.size

@@ -161,6 +161,21 @@ def apply_masks(text: str, profile: str = "default") -> str:
     return _FAST[profile].apply(text)
 
 
+def split_profile(variant: str) -> tuple[str, FastMasks | None]:
+    """`variant` as a smaller profile (`base`) and the masks it adds (`rest`),
+    where those come after all of base's in the table: masking with base and
+    then with rest is masking with variant, so a rule that needs `variant`
+    can start from text another rule normalized with `base`. `rest` is None
+    where no profile is smaller (`variant` is its own base)."""
+    if variant in PROFILES:
+        mine = masks_of(variant)
+        for base in sorted(PROFILES, key=lambda p: -len(PROFILES[p])):
+            theirs = masks_of(base)
+            if len(theirs) < len(mine) and mine[:len(theirs)] == theirs:
+                return base, FastMasks(mine[len(theirs):])
+    return variant, None
+
+
 def check_variant(variant: str) -> None:
     if variant not in NORMALIZATIONS:
         raise ValueError(f"unknown normalization {variant!r}; allowed: {', '.join(NORMALIZATIONS)}")

@@ -198,6 +198,7 @@ class _JudgedRound:
     extra: np.ndarray = field(default_factory=lambda: _NO_FINGERPRINTS)  # shingles remembered, not judged
     sketches: list = field(default_factory=list)  # per verdict: its near-duplicate sketch (or None)
     templates: tuple = ()          # the readings of its echo-bearing lines, to remember (echo.template_lines)
+    normed: tuple = ()             # its evidence units, normalized (read by rules that judge the same text again)
 
 
 Result = Sequence[Any]   # (status, text, segments) or (status, text, segments, arguments)
@@ -231,7 +232,7 @@ class NoveltyTracker:
         if v.status != "ok":
             return v, set(), set()
         sh = FingerprintSet(jr.shingles, jr.in_young, jr.known, jr.version)
-        sh.extra, sh.sketch, sh.templates = jr.extra, jr.sketches[0], jr.templates
+        sh.extra, sh.sketch, sh.templates, sh.normed = jr.extra, jr.sketches[0], jr.templates, jr.normed
         return v, sh, set(jr.paragraphs)
 
     def commit_round(self, judged: Sequence[tuple[EvidenceVerdict, AbstractSet[int], AbstractSet[int]]]) -> RoundNovelty:
@@ -313,7 +314,7 @@ class NoveltyTracker:
                              tuple(known_templates)) if units else None
         if win is None:
             return _JudgedRound(verdicts, [], _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors, sketches=sketches,
-                                templates=templates)
+                                templates=templates, normed=tuple(normed))
         owner = owner_of_unit[win.unit]       # the verdict of each window
         shingles, counts, extra, lines = win.shingles, win.counts, win.extra, win.line
         if self._sketches is not None:        # a near-copy of an earlier result adds nothing new
@@ -339,7 +340,7 @@ class NoveltyTracker:
         seen = np.fromiter(map(self._paragraphs.__contains__, paragraphs), bool, len(paragraphs))
         if seen.all() or not counts[~seen].any():
             return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
-                                unique(extra), sketches, templates)
+                                unique(extra), sketches, templates, tuple(normed))
         # Any other is new below the containment threshold.
         t = tally_round(shingles, counts, seen, owner, nv, self._shingles.lookup, cfg.containment_threshold,
                         lines, cfg.shingle_words)
@@ -350,7 +351,7 @@ class NoveltyTracker:
         for v, a, b, m in zip(verdicts, new_per_result, t.new_shingles, largest.tolist()):
             v.new_paragraphs, v.new_shingles, v.largest_new = a, b, m
         return _JudgedRound(verdicts, paragraphs, t.shingles, t.in_young, t.known, version, errors, unique(extra),
-                            sketches, templates)
+                            sketches, templates, tuple(normed))
 
     def _commit(self, jr: _JudgedRound) -> RoundNovelty:
         cfg = self.config

@@ -41,12 +41,14 @@ class RecordRule(Rule):
         self.patience = PatienceRule(patience)
         self.tracker = NoveltyTracker(self.config)
         self._notes: dict[str, Any] = {}
+        self.reads: dict[int, tuple] = {}   # the last round's reads: call index -> (verdict, normalized units)
 
     def reset(self) -> None:
         self.tracker = NoveltyTracker(self.config)
         self.patience = PatienceRule(self.patience.patience)
 
     def observe(self, round: RoundView) -> str | None:
+        self.reads: dict[int, tuple] = {}
         if round.kind == "error":   # a failed request or an empty reply: a round without evidence
             kind, progress, verdicts, new = "error", False, {}, (0, 0)
         else:
@@ -54,6 +56,8 @@ class RecordRule(Rule):
             kind, progress = classify_round(((c.kind, c.status) for c in round.calls),
                                             novelty_progress=novelty.progress)
             verdicts = {i: j[0] for (i, _), j in zip(judged_calls, judged)}
+            # Each read's verdict and normalized units, for a rule that judges the same text after this one.
+            self.reads = {i: (v, getattr(sh, "normed", None)) for (i, _), (v, sh, _) in zip(judged_calls, judged)}
             new = (novelty.new_paragraphs, novelty.new_shingles)
         exhausted = self.patience.update(write=kind == "write", progress=progress)
         self._notes = {"progress": progress, "new_paragraphs": new[0], "new_shingles": new[1],
@@ -303,7 +307,11 @@ class AnyRule(Rule):
 
     def observe(self, round: RoundView) -> str | None:
         # Every rule sees every round, so each keeps its own state whichever stops.
-        reasons = [(n, r.observe(round)) for n, r in self.rules]
+        return self.fired([(n, r.observe(round)) for n, r in self.rules])
+
+    @staticmethod
+    def fired(reasons: list[tuple[str, str | None]]) -> str | None:
+        """The reason of a stop: each member's that fired, by name."""
         fired = [f"{n}: {why}" for n, why in reasons if why]
         return "; ".join(fired) if fired else None
 

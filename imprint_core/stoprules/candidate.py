@@ -42,13 +42,15 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Sequence
 
 import xxhash
 
 from ..novelty import NoveltyConfig, normalize
 from ..novelty import neardup
 from ..novelty.echo import echoes_of, evidence_free
+from ..novelty.normalization import normalize_units, split_profile
+from ..novelty.segmentation import segment
 from .builtin import PATIENCE_DEFAULT, AnyRule, make_record
 from .protocol import Rule, RoundView
 from .registry import stop_rule
@@ -85,6 +87,9 @@ class OutcomeRepeat(Rule):
         if writes not in WRITES:
             raise ValueError(f"writes must be one of {', '.join(WRITES)}; got {writes!r}")
         NoveltyConfig(normalization=normalization)   # checks the profile's name
+        # The text is normalized as the record normalizes it with `base`, then with the masks `normalization`
+        # adds: beside the record's rule (repeat-aware), the record's normalized text is read, not made again.
+        self.base, self.rest = split_profile(normalization)
         self.patience = {"error": error_repeats, "page": page_repeats, "action": action_repeats,
                          "write": write_repeats}
         self.similarity, self.measure = similarity, measure
@@ -118,12 +123,29 @@ class OutcomeRepeat(Rule):
         self.sketches.move_to_end(key)
         return store
 
-    def verdicts(self, round: RoundView) -> list[str]:
+    def _rest(self, text: str) -> str:
+        return self.rest.apply(text) if self.rest is not None else text
+
+    def _units(self, i: int, c, reads: dict[int, tuple] | None) -> Sequence[str] | None:
+        """A successful read's evidence units normalized with `base`, or None
+        for an empty read: as the record's tracker judges them (`reads`, the
+        record rule's judgement of this round, when its normalization is `base`)."""
+        if reads is not None and i in reads:
+            verdict, normed = reads[i]
+            return None if verdict.status != "ok" or normed is None else normed
+        units = list(c.segments) if c.segments is not None else segment(c.result)
+        echoes = (lambda: echoes_of(c.args, self.base)) if c.args else None
+        if not any(u.strip() for u in units) or evidence_free(c.result, echoes):
+            return None
+        return normalize_units(units, self.base)
+
+    def verdicts(self, round: RoundView, reads: dict[int, tuple] | None = None) -> list[str]:
         """Each call's verdict: new, neutral, or the kind of repeat (error,
         page, action), judged against what the reply saw before this round;
-        then the round is remembered."""
+        then the round is remembered. `reads`: the record rule's judgement of
+        the same round (RecordRule.reads), read instead of normalizing again."""
         out, pending_sk, pending_err, pending_w = [], [], [], []
-        for c in round.calls:
+        for i, c in enumerate(round.calls):
             if c.status == "not_executed":
                 out.append("neutral")
             elif c.kind == "write" and c.status in ("ok", "empty"):
@@ -141,18 +163,17 @@ class OutcomeRepeat(Rule):
                 # The same action failing the same way is a repeated error; the same error after another
                 # action is a retry with variation, which says something, so it weighs as a repeated action.
                 _, action = self._target(c)
-                text = normalize(c.result, self.normalization)
+                text = self._rest(normalize(c.result, self.base))
                 same = xxhash.xxh3_64_intdigest(f"{action}\0{text}".encode())
                 other = xxhash.xxh3_64_intdigest(f"{c.tool}\0{text}".encode())
                 # A first error is neutral, not new: otherwise changing error texts between repeated reads
                 # reset the streak for ever (research-loop.md: changing errors do not reset patience).
                 out.append("error" if same in self.errors else "action" if other in self.errors else "neutral")
                 pending_err += [same, other]
-            elif evidence_free(c.result, (lambda c=c: echoes_of(c.args, self.normalization)) if c.args else None):
+            elif (units := self._units(i, c, reads)) is None:
                 out.append("neutral")     # an empty read, whatever envelope it came in (as the record judges it)
             else:
-                text = normalize(c.result, self.normalization).encode()   # normalize collapses whitespace itself
-                sk = neardup.sketch(text)
+                sk = neardup.sketch(" ".join(self._rest(" ".join(units)).split()).encode())
                 if sk is None:
                     out.append("neutral")
                     continue
@@ -175,8 +196,8 @@ class OutcomeRepeat(Rule):
             self.errors.popitem(last=False)
         return out
 
-    def observe(self, round: RoundView) -> str | None:
-        verdicts = self.verdicts(round) if round.kind != "error" else []
+    def observe(self, round: RoundView, reads: dict[int, tuple] | None = None) -> str | None:
+        verdicts = self.verdicts(round, reads) if round.kind != "error" else []
         repeats = [v for v in verdicts if v in self.patience]
         if "new" in verdicts:
             self.evidence, self.rounds = 0, 0
@@ -205,6 +226,19 @@ def make_outcome_repeat(error_repeats: int = 1, page_repeats: int = 2, action_re
                          normalization, memory, writes)
 
 
+class RepeatAware(AnyRule):
+    """`any` of the record's rule and outcome-repeat, where outcome-repeat
+    reads the text the record's tracker normalized (when its profile builds on
+    the record's), instead of normalizing each result a second time: the same
+    stops as `any[rules=record,outcome-repeat]`, at about the cost of one."""
+
+    def observe(self, round: RoundView) -> str | None:
+        (_, record), (_, repeat) = self.rules
+        why = record.observe(round)
+        shared = record.reads if repeat.base == record.config.normalization else None
+        return self.fired([("record", why), ("outcome-repeat", repeat.observe(round, shared))])
+
+
 @stop_rule("repeat-aware", source="candidate amendment to ADR 0102 (docs/adr/0102-amendment-draft.md): the "
                                   "record's rule, and outcome-repeat's short patience for rounds that only repeat")
 def make_repeat_aware(error_repeats: int = 1, page_repeats: int = 2, action_repeats: int = 6,
@@ -217,6 +251,6 @@ def make_repeat_aware(error_repeats: int = 1, page_repeats: int = 2, action_repe
               "write_repeats": write_repeats, "similarity": similarity, "measure": measure, "normalization": normalization, "memory": memory,
               "writes": writes}
     record = {"patience": patience, "normalization": record_normalization}
-    return AnyRule([("record", make_record(patience, NoveltyConfig(normalization=record_normalization))),
-                    ("outcome-repeat", make_outcome_repeat(**repeat))],
-                   specs=[("record", record), ("outcome-repeat", repeat)])
+    return RepeatAware([("record", make_record(patience, NoveltyConfig(normalization=record_normalization))),
+                        ("outcome-repeat", make_outcome_repeat(**repeat))],
+                       specs=[("record", record), ("outcome-repeat", repeat)])

@@ -475,3 +475,59 @@ def test_a_bad_stop_rule_parameter_in_the_loop_config_is_named_by_its_key():
         make_run(["done"], [read_tool()], st=settings(research_stop_rule="round-cap"),
                  config=LoopConfig(stop_rule_params={"max_round": 3}))
     assert info.value.key == "stop_rule_params max_round"
+
+
+# ---- repeat-aware reads the record's normalized text instead of making it again ----------------
+_WORDS = st.sampled_from(["overview", "news", "2024", "results", "|", "~", "•", "q", "a", "id=7f3a9c01",
+                          "https://x.org/p?id=42", "score: 0.93", "12:03:44", "--", "no results", "[]", "{}"])
+_TEXT = st.lists(_WORDS, max_size=40).map(" ".join) | st.lists(st.lists(_WORDS, max_size=12).map(" ".join),
+                                                                   max_size=4).map(json.dumps)
+
+
+_CALL = st.tuples(st.sampled_from(["search", "WebSurfer", "bash"]),
+                  st.sampled_from(["ok", "ok", "ok", "empty", "error", "not_executed"]),
+                  st.sampled_from(["read", "read", "read", "write"]), _TEXT, st.sampled_from(["a", "b", "news"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(_CALL, min_size=0, max_size=3), min_size=1, max_size=14), st.integers(1, 3))
+def test_property_repeat_aware_stops_where_its_members_stop_apart(rounds, error_repeats):
+    """RepeatAware hands the record's normalized text to outcome-repeat; the
+    stops must be those of the two rules judging apart, each normalizing for
+    itself (what `compare` computes), round for round."""
+    views = [rnd(i, *(CallView(tool, {"q": q}, kind, status, text) for tool, status, kind, text, q in calls))
+             for i, calls in enumerate(rounds, start=1)]
+    together = build("repeat-aware", {"patience": 3, "error_repeats": error_repeats, "page_repeats": 2,
+                                      "action_repeats": 2})
+    record, repeat = build("record", {"patience": 3}), build("outcome-repeat", {
+        "error_repeats": error_repeats, "page_repeats": 2, "action_repeats": 2})
+    for v in views:
+        both = together.observe(v)
+        apart = [record.observe(v), repeat.observe(v)]
+        assert bool(both) == any(apart)
+        assert together.rules[1][1].last == repeat.last     # the same verdict for every call
+
+
+def test_repeat_aware_normalizes_each_result_once(monkeypatch):
+    """The repeat half reads the record's normalized units: it never normalizes a read itself."""
+    from imprint_core.stoprules import candidate
+    rule = build("repeat-aware", {"page_repeats": 2})
+    monkeypatch.setattr(candidate, "normalize_units", lambda *a: pytest.fail("normalized a second time"))
+    assert first_stop(rule, [page(1), page(2, " x"), page(3, " y")]) == 3
+    # alone, it normalizes for itself
+    with pytest.raises(pytest.fail.Exception):
+        build("outcome-repeat").observe(page(1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=4))
+def test_property_the_ocr_profile_is_the_default_then_its_own_masks(units):
+    """split_profile: masking with the base profile, then with the masks the
+    profile adds, is masking with the profile, which lets outcome-repeat start
+    from the record's text."""
+    from imprint_core.novelty.normalization import normalize_units, split_profile
+    for profile in ("ocr", "all"):
+        base, rest = split_profile(profile)
+        assert base != profile and rest is not None
+        assert [rest.apply(u) for u in normalize_units(units, base)] == normalize_units(units, profile)
+    assert split_profile("default") == ("default", None)
