@@ -73,11 +73,14 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
                 "with a trace event saying which it fell back to.",
                 choices=COUNTING_MODES),
     # Which stop rule ends research for lack of progress (imprint_core.stoprules).
-    # The record's rule is the default; the others are the baselines it is
-    # judged against, or a user's own (FILE.py:FACTORY, MODULE:FACTORY).
-    SettingSpec("chat.research_stop_rule", str, "", "record", None, None,
-                "The stop rule that ends research for lack of progress: a built-in (record, round-cap, "
-                "identical-batch, openhands, gemini-cli, result-aware-repeat, any), an entry point of "
+    # The default is the record's rule as amended (repeat-aware: the record's
+    # rule, plus a stop after rounds that only repeat earlier outcomes), which
+    # replaced the record's alone by research-loop.md's decision rule
+    # (docs/adr/0102-amendment-repeat-aware.md); `record` stays reachable.
+    SettingSpec("chat.research_stop_rule", str, "", "repeat-aware", None, None,
+                "The stop rule that ends research for lack of progress: a built-in (repeat-aware, the default; "
+                "record, the record's rule alone; round-cap, identical-batch, openhands, gemini-cli, "
+                "result-aware-repeat, outcome-repeat, any), an entry point of "
                 "imprint.stop_rules, FILE.py:FACTORY or MODULE:FACTORY (`imprint rules` lists them). Time and "
                 "token budgets hold under every rule."),
 )}

@@ -394,15 +394,16 @@ def _saving_ci(comp: Comparison, label: str, idx: list[int]) -> dict[str, tuple[
 
 def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Split | None = None,
             slack: int = LOOP_SLACK, cache: ProgressCache | None = None, jobs: int | None = 1,
-            progress: Callable[[int], None] | None = None) -> Comparison:
+            progress: Callable[[int], None] | None = None, against: RuleChoice | None = None) -> Comparison:
     """Every rule over every run, with the shipped rule among them (added
     first when not named); every cell of (rule, corpus, part) with its
     intervals and, for each other rule, its paired tests against the shipped
-    rule on the same runs."""
+    rule on the same runs. `against`: another rule to pair with instead of
+    the shipped one (a decision made before a rule shipped, made again after)."""
     split = split or Split()
     runs = list(runs)
     rules = list(rules)
-    shipped = _shipped_choice(rules)
+    shipped = against or _shipped_choice(rules)
     if shipped not in rules:
         rules.insert(0, shipped)
     dev_tasks = {r.task for r in runs if r.always_dev}

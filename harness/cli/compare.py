@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from imprint_core.errors import UserInputError
+from imprint_core.settings import SPECS
 
 from ..conventions import EXIT_FAILED, EXIT_OK, workdir
 from ..realruns.labels import LOOP_SLACK
@@ -50,6 +51,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "the held-out part by the rule of research-loop.md ('Changing the default stop rule'): "
                         "harm not worse, benefit better, cost at most 2x; prints the verdict with its figures and "
                         "exits 1 when it does not pass (repeatable: exit 0 only when every one passes)")
+    p.add_argument("--against", metavar="RULE", default=None,
+                   help="pair every rule with RULE (RULE[NAME=VALUE,...]) instead of the shipped default "
+                        f"({SPECS['chat.research_stop_rule'].default}): to make again a decision taken before "
+                        "the winner shipped")
     p.add_argument("--costs", default=None, metavar="FILE",
                    help="each rule's cost per round for --decide (default reports/bench/rules.json, written by "
                         "benchmarks/bench_rules.py)")
@@ -76,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         extra = rules_of(argparse.Namespace(rules=missing, params=None, param=None), [])
         choices += [RuleChoice(label, spec, params) for label, spec, params in extra]
+    against = None
+    if args.against:
+        against = next(RuleChoice(*c) for c in rules_of(argparse.Namespace(rules=[args.against], params=None,
+                                                                             param=None), []))
+        choices = [against] + [c for c in choices if c.label != against.label]
     from imprint_core.stoprules import build
     for c in choices:
         build(c.spec, c.params)           # every rule checked before the corpora are read
@@ -91,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     for w in notes + warnings:
         print(f"warning: {w}", file=sys.stderr)
     cache = ProgressCache(None if args.no_disk_cache else default_cache_dir())
-    comp = _compare_with_progress(out, runs, choices, Split(args.holdout, 5, args.seed), args, cache, compare)
+    comp = _compare_with_progress(out, runs, choices, Split(args.holdout, 5, args.seed), args, cache, compare, against)
     command = shlex.join(["imprint", *getattr(args, "argv", ["compare"])])
     dest = Path(args.out)
     try:
@@ -137,12 +147,12 @@ class _nothing:
         return False
 
 
-def _compare_with_progress(out, runs, choices, split, args, cache, compare):
+def _compare_with_progress(out, runs, choices, split, args, cache, compare, against=None):
     if not out.is_terminal:
-        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs)
+        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs, against=against)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=out, transient=True) as bar:
         task = bar.add_task("replaying (rule × run)", total=len(runs) * len(choices))
-        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs,
+        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs, against=against,
                        progress=lambda n: bar.advance(task, n))

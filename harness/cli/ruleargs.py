@@ -1,7 +1,8 @@
 """`--rule`, `--param NAME=VALUE` and `--params FILE.toml`: how a command is
 told which stop rule to judge (replay, check, compare, tune). `choice_of`
 makes them one `RuleChoice`, with the record's shorthand (`--patience`,
-`--normalization`, `--novelty FIELD=VALUE`) as parameters of the record rule."""
+`--normalization`, `--novelty FIELD=VALUE`) as parameters of the record rule
+(or of the record half of a rule built on it, like the shipped repeat-aware)."""
 from __future__ import annotations
 
 import argparse
@@ -12,13 +13,14 @@ from typing import Any
 from imprint_core.errors import UserInputError
 
 RULE_HELP = ("a stop rule: a built-in or entry-point name (`imprint rules` lists them), FILE.py:FACTORY or "
-             "MODULE:FACTORY (default: record, the record's novelty and patience rule)")
+             "MODULE:FACTORY (default: the shipped chat.research_stop_rule)")
 
 
 def add_rule_options(p: argparse.ArgumentParser, *, many: bool = False) -> None:
     if many:
         p.add_argument("--rule", action="append", metavar="RULE", dest="rules",
-                       help=RULE_HELP.replace("(default: record", "(repeatable; default: every built-in") +
+                       help=RULE_HELP.replace("(default: the shipped chat.research_stop_rule",
+                                              "(repeatable; default: every built-in") +
                        "; RULE[NAME=VALUE,...] sets its parameters inline")
     else:
         p.add_argument("--rule", default=None, metavar="RULE", help=RULE_HELP)
@@ -99,26 +101,36 @@ def shorthand_of(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
 
 def choice_of(args: argparse.Namespace):
     """The one rule a command judges as a `RuleChoice`: `--rule` (default:
-    the record's), its parameters from `--params FILE.toml`, then `--param`,
-    then the record's shorthand. A parameter given twice, or shorthand for
-    another rule, is refused, never silently dropped."""
-    from imprint_core.stoprules import RECORD_SHORTHAND, choose, convert, parse_params, resolve
-    spec = args.rule or "record"
+    the shipped one), its parameters from `--params FILE.toml`, then
+    `--param`, then the record's shorthand, which also sets the record half
+    of a rule built on it (its `patience`, and the fields of its `novelty`
+    config). A parameter given twice, or shorthand for a rule that takes no
+    such parameter, is refused, never silently dropped."""
+    from imprint_core.novelty import NoveltyConfig
+    from imprint_core.stoprules import DEFAULT_RULE, RECORD_SHORTHAND, choose, convert, parse_params, resolve
+    spec = args.rule or DEFAULT_RULE
     info = resolve(spec)
     from_file = _for_rule(params_file(args.params), spec)
     params = {k: convert(info, k, v, "--params", file=args.params) for k, v in from_file.items()}
     params.update(parse_params(args.param))
+    record, fields = resolve("record"), {}
     for name, (flag, value) in shorthand_of(args).items():
-        if info.name != "record":
-            raise UserInputError(f"{flag} is shorthand for a parameter of the record's rule, not of {info.name!r}",
-                                 key=flag, expected=f"--param NAME=VALUE for --rule {spec}")
         if name not in RECORD_SHORTHAND:
             raise UserInputError(f"the record's rule has no novelty field {name!r}", key=flag,
                                  expected="one of " + ", ".join(RECORD_SHORTHAND[1:]))
-        if name in params:
+        field = name != "patience" and info.name != "record"   # a field of a novelty config, for a rule built on it
+        if not (name in info.params or field and "novelty" in info.params):
+            raise UserInputError(f"{flag} is shorthand for a parameter of the record's rule, not of {info.name!r}",
+                                 key=flag, expected=f"--param NAME=VALUE for --rule {spec}")
+        if name in params or field and "novelty" in params:
             raise UserInputError(f"{name} is given by {flag} and by --param/--params", key=flag,
                                  expected="each parameter once")
-        params[name] = convert(info, name, value, flag)
+        if field:
+            fields[name] = convert(record, name, value, flag)
+        else:
+            params[name] = convert(info, name, value, flag)
+    if fields:
+        params["novelty"] = NoveltyConfig(**fields)
     return choose(spec, params)
 
 

@@ -19,10 +19,12 @@ from typing import Any, Mapping
 
 from ..errors import UserInputError
 from ..novelty import NoveltyConfig
+from ..settings import SPECS
 from . import registry
 from .protocol import Rule
 
-DEFAULT_RULE = "record"
+DEFAULT_RULE = SPECS["chat.research_stop_rule"].default
+"""The rule a choice names when none is given: the shipped default."""
 RECORD_SHORTHAND = ("patience",) + tuple(f.name for f in dataclasses.fields(NoveltyConfig) if f.init)
 """The record rule's parameters the command line also takes as their own
 flags (`--patience`, `--normalization`, `--novelty FIELD=VALUE`)."""
@@ -63,7 +65,7 @@ def choose(spec: str | None = None, params: Mapping[str, Any] | None = None, *,
            defaults: Mapping[str, Any] | None = None, key: str = "--param", file: str | None = None,
            lines: Mapping[str, int | None] | None = None, spec_key: str = "--rule", spec_line: int | None = None,
            base: str | Path | None = None) -> RuleChoice:
-    """The choice of rule `spec` (default: the record's) with `params`.
+    """The choice of rule `spec` (default: the shipped default, DEFAULT_RULE) with `params`.
 
     `defaults` fill the parameters the rule takes and `params` leave out
     (the loop's patience and novelty config). `file`, `lines` (parameter ->
