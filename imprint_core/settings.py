@@ -18,6 +18,9 @@ from .errors import SettingsError, digits_exceeded, too_many_digits
 from .files import atomic_write_text
 
 
+BUILT_IN_RULES = "{built_in_rules}"
+
+
 @dataclass(frozen=True)
 class SettingSpec:
     """A numeric setting (`min`–`max`), or a choice among `choices`."""
@@ -27,8 +30,18 @@ class SettingSpec:
     default: Any
     min: int | None
     max: int | None
-    description: str
+    text: str
     choices: tuple[str, ...] = ()
+
+    @property
+    def description(self) -> str:
+        """The setting's description; `{built_in_rules}` in it stands for the
+        stop rules registered as built-ins, read from the registry when asked
+        (it imports these settings, so it cannot be read when they load)."""
+        if BUILT_IN_RULES not in self.text:
+            return self.text
+        from .stoprules import available
+        return self.text.replace(BUILT_IN_RULES, ", ".join(i.name for i in available() if i.origin == "built-in"))
 
     @property
     def env(self) -> str:
@@ -78,11 +91,10 @@ SPECS: dict[str, SettingSpec] = {s.key: s for s in (
     # replaced the record's alone by research-loop.md's decision rule
     # (docs/adr/0102-amendment-repeat-aware.md); `record` stays reachable.
     SettingSpec("chat.research_stop_rule", str, "", "repeat-aware", None, None,
-                "The stop rule that ends research for lack of progress: a built-in (repeat-aware, the default; "
-                "record, the record's rule alone; round-cap, identical-batch, openhands, gemini-cli, "
-                "result-aware-repeat, outcome-repeat, any), an entry point of "
-                "imprint.stop_rules, FILE.py:FACTORY or MODULE:FACTORY (`imprint rules` lists them). Time and "
-                "token budgets hold under every rule."),
+                "The stop rule that ends research for lack of progress (default repeat-aware: the record's rule "
+                "and a stop after rounds that only repeat; record: the record's rule alone): a built-in (" +
+                BUILT_IN_RULES + "), an entry point of imprint.stop_rules, FILE.py:FACTORY or MODULE:FACTORY "
+                "(`imprint rules` lists them). Time and token budgets hold under every rule."),
 )}
 NUMERIC_KEYS: tuple[str, ...] = tuple(k for k, s in SPECS.items() if s.type is int)
 
@@ -114,7 +126,7 @@ def validate(key: str, value: Any, *, source: str | None = None, line: int | Non
     if spec.type is str:    # free text, checked where it is used (a stop rule is resolved when a loop is built)
         if not isinstance(value, str) or not value.strip():
             raise SettingsError(f"{value!r} is not a non-empty text", file=source, line=line, key=key,
-                                expected=spec.description.split(":")[0].lower() + ": a name or FILE.py:FACTORY")
+                                expected=spec.text.split(":")[0].lower() + ": a name or FILE.py:FACTORY")
         return value.strip()
     parsed: int | None = None
     if isinstance(value, bool):

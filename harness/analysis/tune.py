@@ -23,12 +23,18 @@ The recommendation rule (`Rule.choose`): among the settings whose premature
 share is at most `max_premature_share` on every corpus with useful runs and
 zero on the `strict` corpora, the highest minimum loop recall over the
 corpora with loops; ties go to the higher pooled recall, then to fewer
-rounds spent inside labelled loops before the stop (a loop cut short costs
-less even when the stop is not inside it), then to fewer premature stops,
-then to the setting nearest the shipped one (fewest
+premature stops (a stop that cuts a useful run short is a cost the user
+sees, however few loop rounds it saves), then to fewer rounds spent inside
+labelled loops before the stop (a loop cut short costs less even when the
+stop is not inside it), then to the setting nearest the shipped one (fewest
 novelty fields changed, then patience nearest the shipped patience). When no
 setting meets the constraints, the one that breaks them least is chosen, and
 the reason says so.
+
+`Rule.warnings` says when a choice rests on little: on tie-breaks (several
+settings share its loop recall, or none catches a loop at all), on a corpus
+with fewer than `MIN_CORPUS_RUNS` runs in the part chosen on, or on a
+setting that never stops any run.
 """
 from __future__ import annotations
 
@@ -48,6 +54,8 @@ from .sweep import ComputeStats, TuneRun, compute_progress, stop_rounds
 from .tunesettings import RuleSetting, Setting, settings_for
 
 PARTS = ("dev", "held-out")
+MIN_CORPUS_RUNS = 5
+"""A corpus with fewer runs in the part a choice is made on decides little: the tuner warns."""
 
 
 # ---- the split ------------------------------------------------------------------------------------------------
@@ -177,11 +185,11 @@ class Rule:
         strict = f" and none on {', '.join(self.strict)}" if self.strict else ""
         return (f"the highest minimum loop recall over the corpora with labelled loops, among the settings with "
                 f"at most {self.max_premature_share:.0%} premature stops on every corpus with useful runs{strict}; "
-                "ties: higher pooled recall, fewer rounds spent inside labelled loops, fewer premature stops, "
+                "ties: higher pooled recall, fewer premature stops, fewer rounds spent inside labelled loops, "
                 "nearer the shipped setting")
 
-    def choose(self, scores: Scores, mask: np.ndarray) -> tuple[int, bool, str]:
-        """(setting index, whether it meets the constraints, the reason) on the runs of `mask`."""
+    def standing(self, scores: Scores, mask: np.ndarray) -> "_Standing":
+        """Every setting's figures on the runs of `mask`, as the choice ranks them."""
         n = len(scores.settings)
         violation = np.zeros(n, dtype=np.int64)
         min_recall = np.full(n, np.inf)
@@ -199,31 +207,90 @@ class Rule:
         pooled = total["caught"] / total["loops"] if total["loops"] else np.zeros(n)
         feasible = violation == 0
         pool = np.flatnonzero(feasible) if feasible.any() else np.flatnonzero(violation == violation.min())
+        return _Standing(scores, violation, min_recall, pooled, total, per, feasible, pool)
 
-        def rank(i: int) -> tuple:
-            return (round(-float(min_recall[i]), 12), round(-float(pooled[i]), 12), int(total["loop_rounds"][i]),
-                    int(total["premature"][i]), *scores.settings[i].distance(), i)
-
-        best = min(pool, key=rank)
+    def choose(self, scores: Scores, mask: np.ndarray) -> tuple[int, bool, str]:
+        """(setting index, whether it meets the constraints, the reason) on the runs of `mask`."""
+        st = self.standing(scores, mask)
+        n = len(scores.settings)
+        min_recall, total, per, feasible, pool = st.min_recall, st.total, st.per, st.feasible, st.pool
+        best = min(pool, key=st.rank)
         s = scores.settings[best]
         figures = "; ".join(
             f"{c}: recall {_pct(per[c]['caught'][best], per[c]['loops'])}, premature "
             f"{_pct(per[c]['premature'][best], per[c]['useful'])}" for c in scores.corpora)
-        ties = [int(i) for i in pool if rank(int(i))[:4] == rank(int(best))[:4]]
+        ties = [int(i) for i in pool if st.rank(int(i))[:4] == st.rank(int(best))[:4]]
         if feasible.any():
             why = (f"{s.label()}: minimum loop recall {min_recall[best]:.0%} over the corpora with loops, the highest "
                    f"of the {int(feasible.sum())} of {n} settings that meet the premature-stop limits ({figures})")
             hopeless = [c for c in scores.corpora if per[c]["loops"] and not per[c]["caught"][pool].any()]
             if hopeless:
                 why += (f"; no setting within the limits catches any labelled loop of {', '.join(hopeless)}, so the "
-                        "minimum is 0 for all of them and the pooled recall, then fewer rounds spent inside loops "
+                        "minimum is 0 for all of them and the pooled recall, then fewer premature stops "
+                        f"({int(total['premature'][best])} here), then fewer rounds spent inside loops "
                         f"({int(total['loop_rounds'][best])} of {_loop_total(scores, mask)} here), decide")
             if len(ties) > 1:
                 why += f"; {len(ties)} settings score the same, and this one is nearest the shipped setting"
         else:
             why = (f"no setting meets the premature-stop limits; {s.label()} breaks them least "
-                   f"({int(violation[best])} premature stop(s) over the limits; {figures})")
+                   f"({int(st.violation[best])} premature stop(s) over the limits; {figures})")
         return int(best), bool(feasible.any()), why
+
+    def warnings(self, scores: Scores, mask: np.ndarray, best: int) -> list[str]:
+        """What the choice of `best` on the runs of `mask` rests on, where it is
+        little: tie-breaks instead of loop recall, a corpus with fewer than
+        MIN_CORPUS_RUNS runs, a setting that never stops any run."""
+        st = self.standing(scores, mask)
+        out = []
+        within = "within the limits " if st.feasible.any() else ""
+        tied = sorted((int(i) for i in st.pool if st.rank(int(i))[:2] == st.rank(best)[:2]), key=st.rank)
+        decided = f" ({_decided_by(st, tied)} decided)" if len(tied) > 1 else ""
+        if st.total["loops"] and not st.total["caught"][st.pool].any():
+            out.append(f"no setting {within}catches any of the {st.total['loops']} labelled loops here: loop recall "
+                       f"decides nothing, and the choice rests on the tie-breaks{decided}")
+        elif len(tied) > 1:
+            out.append(f"the choice rests on ties: {len(tied)} of the {len(st.pool)} settings {within}share its "
+                       f"loop recall (minimum {st.min_recall[best]:.0%}, pooled {st.pooled[best]:.0%}), and the "
+                       f"tie-breaks picked it{decided}")
+        for c in scores.corpora:
+            n = int((mask & scores.mask(corpus=c)).sum())
+            if n < MIN_CORPUS_RUNS:
+                out.append(f"corpus {c} contributes {n} run(s) to the runs the choice was made on (fewer than "
+                           f"{MIN_CORPUS_RUNS}): its figures, and any limit they meet, rest on too few runs")
+        if not (scores.stops[best] >= 0).any():
+            out.append(f"the recommended setting ({scores.settings[best].label()}) never stops any of the "
+                       f"{len(scores.runs)} run(s): it can stop nothing early only because it stops nothing")
+        return out
+
+
+def _decided_by(st: "_Standing", tied: list[int]) -> str:
+    """Which tie-break set the first of `tied` (ranked) apart from the next."""
+    a, b = st.rank(tied[0]), st.rank(tied[1])
+    if a[2] != b[2]:
+        return f"fewer premature stops, {a[2]} against {b[2]}"
+    if a[3] != b[3]:
+        return f"fewer rounds spent inside loops, {a[3]} against {b[3]}"
+    return "nearness to the shipped setting"
+
+
+@dataclass
+class _Standing:
+    """The figures `Rule.choose` ranks the settings by, on some runs."""
+    scores: Scores
+    violation: np.ndarray
+    min_recall: np.ndarray
+    pooled: np.ndarray
+    total: dict[str, Any]
+    per: dict[str, dict[str, Any]]
+    feasible: np.ndarray
+    pool: np.ndarray
+
+    def rank(self, i: int) -> tuple:
+        """Lower is better: recall (minimum, then pooled), then premature stops, then loop rounds spent,
+        then nearness to the shipped setting."""
+        return (round(-float(self.min_recall[i]), 12), round(-float(self.pooled[i]), 12),
+                int(self.total["premature"][i]), int(self.total["loop_rounds"][i]),
+                *self.scores.settings[i].distance(), i)
 
 
 def _narrowest(values: np.ndarray) -> np.dtype:
@@ -260,6 +327,7 @@ class Tuning:
     cv: list[dict[str, Any]] = field(default_factory=list)
     stats: ComputeStats | None = None
     ceiling: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def corpora(self) -> list[str]:
@@ -384,6 +452,6 @@ def _choose(scores: Scores, runs: Sequence[TuneRun], split: Split, rule: "Rule",
     best, feasible, reason = rule.choose(scores, dev)
     shipped = next(i for i, s in enumerate(scores.settings) if s.shipped)
     out = Tuning(scores, split, rule, parts, folds, best, feasible, reason, shipped, dict(grid or {}), list(held),
-                 list(patiences), stats=stats)
+                 list(patiences), stats=stats, warnings=rule.warnings(scores, dev, best))
     out.cv = cross_validate(scores, split, parts, folds, rule)
     return out

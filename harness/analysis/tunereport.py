@@ -1,6 +1,7 @@
 """What `imprint tune` writes under its output folder:
 
-- `summary.md`: the recommendation, the reason, its figures against the
+- `summary.md`: the recommendation, the reason, what it rests on where that is
+  little (`Rule.warnings`), its figures against the
   shipped setting per corpus on dev and held-out, cross-validation;
 - `front.md`: the Pareto front of loop recall against premature-stop share,
   per corpus and overall, dev and held-out;
@@ -11,7 +12,8 @@
 - `ceiling.md`: the loop recall no novelty setting can beat, per corpus and
   patience (every round inside a labelled loop judged no progress);
 - `settings.csv`: every setting's figures per corpus and part;
-- `recommendation.json`: the chosen setting, the rule, the reason, figures;
+- `recommendation.json`: the chosen setting, the rule, the reason, the
+  warnings, figures;
 - `command.txt`: the command line that wrote them.
 """
 from __future__ import annotations
@@ -69,6 +71,7 @@ def recommendation(t: Tuning, command: str = "") -> dict[str, Any]:
     s = t.scores.settings[t.best]
     return {
         "setting": s.to_dict(), "label": s.label(), "feasible": t.feasible, "reason": t.reason,
+        "warnings": t.warnings,
         "rule": {"text": t.rule.describe(), "max_premature_share": t.rule.max_premature_share,
                  "strict": list(t.rule.strict), "loop_slack": t.scores.slack},
         "shipped": t.scores.settings[t.shipped].to_dict(),
@@ -91,6 +94,7 @@ def summary_md(t: Tuning, command: str, timing: str) -> str:
              f"**Recommended: {s.label()}**" + ("" if t.feasible else " (no setting meets the constraints)"), "",
              f"Rule: {t.rule.describe()}. A loop counts as caught when the stop lands from its first round to "
              f"{t.scores.slack} round(s) after its last.", "", f"Why: {t.reason}.", "",
+             *([f"**Warning: {w}.**" for w in t.warnings] + [""] if t.warnings else []),
              *([ceiling_line(t), ""] if t.ceiling else []),
              f"## Recommended against shipped ({_shipped_words(t)})", "",
              "| corpus | part | recommended | shipped |", "| --- | --- | --- | --- |"]

@@ -5,6 +5,7 @@ Every command exits 0 on success, 1 when a check fails, 2 on unusable input
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 
@@ -29,9 +30,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The command line parsed; an argument the command does not know is
+    refused by that command's own parser (its usage, not `imprint`'s), with
+    the nearest of its flags suggested."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        flags = [f for a in sub._actions for f in a.option_strings if f.startswith("--")]
+        unknown = [x.split("=", 1)[0] for x in extra if x.startswith("-")]
+        near = [m for x in unknown for m in difflib.get_close_matches(x, flags, n=1)]
+        sub.error(f"unrecognized arguments: {' '.join(extra)}"
+                  + (f"; did you mean {' or '.join(dict.fromkeys(near))}?" if near else ""))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     args.argv = argv   # the command line as given (`imprint tune` writes it beside its results)
     try:
         return args.fn(args)

@@ -63,6 +63,15 @@ def inline_items(body: str, text: str) -> list[str]:
     return items
 
 
+def inline_rule(text: str) -> tuple[str, dict[str, Any]]:
+    """`RULE[NAME=VALUE,...]` as the rule and its inline parameters (none for a plain `RULE`)."""
+    from imprint_core.stoprules import parse_params
+    if not (text.endswith("]") and "[" in text):
+        return text, {}
+    spec, _, body = text[:-1].partition("[")
+    return spec, parse_params(inline_items(body, text), key=f"--rule {text}")
+
+
 def _for_rule(table: dict[str, Any], name: str) -> dict[str, Any]:
     if isinstance(table.get(name), dict):
         return dict(table[name])
@@ -73,8 +82,9 @@ def rule_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The one rule a command judges, and its parameters (file first, then
     `--param`, which wins)."""
     from imprint_core.stoprules import parse_params
-    spec = args.rule or "record"
+    spec, inline = inline_rule(args.rule or "record")
     params = _for_rule(params_file(args.params), spec)
+    params.update(inline)
     params.update(parse_params(args.param))
     return spec, params
 
@@ -108,11 +118,16 @@ def choice_of(args: argparse.Namespace):
     such parameter, is refused, never silently dropped."""
     from imprint_core.novelty import NoveltyConfig
     from imprint_core.stoprules import DEFAULT_RULE, RECORD_SHORTHAND, choose, convert, parse_params, resolve
-    spec = args.rule or DEFAULT_RULE
+    spec, inline = inline_rule(args.rule or DEFAULT_RULE)
     info = resolve(spec)
     from_file = _for_rule(params_file(args.params), spec)
     params = {k: convert(info, k, v, "--params", file=args.params) for k, v in from_file.items()}
-    params.update(parse_params(args.param))
+    params.update(inline)
+    for name, value in parse_params(args.param).items():
+        if name in inline:
+            raise UserInputError(f"{name} is given in --rule {args.rule} and by --param", key=f"--param {name}",
+                                 expected="each parameter once")
+        params[name] = value
     record, fields = resolve("record"), {}
     for name, (flag, value) in shorthand_of(args).items():
         if name not in RECORD_SHORTHAND:
@@ -144,10 +159,7 @@ def rules_of(args: argparse.Namespace, default: list[str]) -> list[tuple[str, st
     used: set[str] = set()
     out = []
     for text in args.rules or default:
-        spec, inline = text, {}
-        if text.endswith("]") and "[" in text:
-            spec, _, body = text[:-1].partition("[")
-            inline = parse_params(inline_items(body, text), key=f"--rule {text}")
+        spec, inline = inline_rule(text)
         params = _for_rule(table, spec)
         for k, v in loose.items():
             name, dot, p = k.partition(".")

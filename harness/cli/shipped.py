@@ -64,23 +64,43 @@ def planned_edits(patience: int | None, changed: dict[str, Any], root: Path | No
 
     if patience is not None:
         text = read(SETTINGS)
-        new, n = _PATIENCE.subn(lambda m: f"{m.group(1)}{patience}{m.group(3)}", text, count=1)
-        if not n:
-            raise UserInputError("the default of chat.research_no_progress_rounds is not where --apply looks",
-                                 file=str(root / SETTINGS), key="chat.research_no_progress_rounds")
+        new = _replaced(text, _PATIENCE, str(patience), str(root / SETTINGS), "chat.research_no_progress_rounds")
         if new != text:
             out[root / SETTINGS] = (text, new)
     if changed:
         text = read(NOVELTY)
         new = text
         for name, value in changed.items():
-            new, n = _field(name).subn(lambda m: f"{m.group(1)}{_literal(value)}{m.group(3) or ''}", new, count=1)
-            if not n:
-                raise UserInputError(f"the default of NoveltyConfig.{name} is not where --apply looks",
-                                     file=str(root / NOVELTY), key=name)
+            new = _replaced(new, _field(name), _literal(value), str(root / NOVELTY), name,
+                            f"the default of NoveltyConfig.{name}")
         if new != text:
             out[root / NOVELTY] = (text, new)
     return out
+
+
+def _replaced(text: str, pattern: re.Pattern, value: str, file: str, key: str, what: str | None = None) -> str:
+    """`text` with the default `pattern` finds set to `value`, and the comment
+    right above it, where it names the old value as chosen ("`imprint tune`
+    chose 9", or a block opening "# 9, not ..."), naming the new one: a
+    comment must not keep vouching for a value that is gone."""
+    m = pattern.search(text)
+    if not m:
+        raise UserInputError(f"{what or 'the default of ' + key} is not where --apply looks", file=file, key=key)
+    old = m.group(2)
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    indent = re.match(r"[ \t]*", text[line_start:]).group()
+    above = text[:line_start].split("\n")[:-1]
+    first = len(above)
+    while first > 0 and re.match(rf"{re.escape(indent)}#", above[first - 1]):   # the comment block above, same indent
+        first -= 1
+    block = "\n".join(above[first:])
+    if block and old != value:
+        number = rf"(?<![\w.]){re.escape(old)}(?![\w.])"
+        block = re.sub(rf"(\bchose\s+){number}", lambda b: b.group(1) + value, block)
+        block = re.sub(rf"\A({re.escape(indent)}#\s+){number}", lambda b: b.group(1) + value, block)
+    head = "\n".join(above[:first] + ([block] if block else []))
+    head += "\n" if line_start else ""
+    return head + text[line_start:m.start()] + m.group(1) + value + (m.group(3) or "") + text[m.end():]
 
 
 def _default_in(text: str, pattern: re.Pattern) -> Any:
@@ -126,20 +146,33 @@ def _check_writable(files: list[Path]) -> None:
                                      expected="a checkout whose settings.py and novelty/rule.py can be written")
 
 
-def apply(patience: int | None, changed: dict[str, Any], root: Path | None = None) -> str:
+def plan(patience: int | None, changed: dict[str, Any], root: Path | None = None) -> tuple[dict, str]:
+    """The edits `apply` would make and their unified diff, nothing written
+    (`--dry-run`, and the diff shown before `--apply` asks)."""
+    base = root or workdir()
+    edits = planned_edits(patience, changed, base)
+    _unchanged_since_measured(patience, changed, base)
+    diff = []
+    for f, (old, new) in edits.items():
+        rel = f.relative_to(base) if f.is_relative_to(base) else f
+        diff += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                     f"a/{rel}", f"b/{rel}")
+    return edits, "".join(diff)
+
+
+def apply(patience: int | None, changed: dict[str, Any], root: Path | None = None, *,
+          shown: str | None = None) -> str:
     """Write the edits to both files, or to neither, and return their unified
     diff. The files are read again under the lock, and refused when a default
-    this tune measured has changed since (`_unchanged_since_measured`)."""
+    this tune measured has changed since (`_unchanged_since_measured`), or
+    when the diff is no longer the one `shown` to the user."""
     base = root or workdir()
     with locked(base / SETTINGS.parts[0], command="tune --apply", what="checkout's shipped defaults",
                 key="--apply", expected="a checkout whose files can be written"):
-        edits = planned_edits(patience, changed, base)
-        _unchanged_since_measured(patience, changed, base)
-        diff = []
-        for f, (old, new) in edits.items():
-            rel = f.relative_to(base) if f.is_relative_to(base) else f
-            diff += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                         f"a/{rel}", f"b/{rel}")
+        edits, diff = plan(patience, changed, base)
+        if shown is not None and diff != shown:
+            raise UserInputError("the files changed since the diff was shown: nothing written", key="--apply",
+                                 expected="imprint tune --apply again, to see the diff it would write now")
         if edits:
             _check_writable(list(edits))
             folder = Path(os.path.commonpath(list(edits)))
@@ -151,4 +184,4 @@ def apply(patience: int | None, changed: dict[str, Any], root: Path | None = Non
                              next(iter(edits)))
                 raise UserInputError(f"cannot write it: {exc.strerror or exc}; nothing written", file=str(named),
                                      key="--apply", expected="a checkout whose files can be written") from None
-    return "".join(diff)
+    return diff

@@ -74,7 +74,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--apply", action="store_true",
                    help="write the recommended patience and novelty fields where the shipped defaults live "
                         "(imprint_core/settings.py, imprint_core/novelty/rule.py in the checkout of the current "
-                        "folder) and print the diff to commit; the gate reads the same defaults")
+                        "folder, and the comment above a value that names the old one): shows the diff first, then "
+                        "asks (on a terminal) or needs --yes; names the gate's loop-recall baselines to re-pin")
+    p.add_argument("--yes", action="store_true", help="with --apply: write without asking (off a terminal, "
+                                                      "--apply writes nothing without it)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the diff --apply would write (and the baselines it would move), write nothing")
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
     p.set_defaults(fn=run)
 
@@ -152,6 +157,20 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserInputError(f"{args.jobs} jobs", key="--jobs", expected="1 or more")
     other_rule = args.rule not in (None, "record")
+    if args.yes and not args.apply:
+        raise UserInputError("--yes confirms --apply, which is not given", key="--yes", expected="--apply --yes")
+    if args.apply and args.dry_run:
+        raise UserInputError("--dry-run writes nothing; --apply writes", key="--dry-run",
+                             expected="one of --apply or --dry-run")
+    if (args.apply or args.dry_run) and other_rule:
+        raise UserInputError("--apply writes the record's rule's defaults; for another rule set "
+                             "chat.research_stop_rule and its parameters", key="--apply" if args.apply else "--dry-run",
+                             expected="imprint tune --apply without --rule")
+    if args.apply and not args.yes and not sys.stdin.isatty():
+        # said before the sweep, not after minutes of it
+        raise UserInputError("--apply rewrites the shipped defaults and cannot ask for confirmation off a "
+                             "terminal: nothing tuned, nothing written", key="--apply",
+                             expected="--apply --yes to write without asking, or --dry-run to see the diff")
     if other_rule:
         grid, held, configs = rule_grid_from(args), [], []
     else:
@@ -193,31 +212,83 @@ def run(args: argparse.Namespace) -> int:
         command = shlex.join(["imprint", *getattr(args, "argv", ["tune"])])
         step("writing the results")
         written = write_outputs(t, Path(args.out), command, timing)
-    if args.apply:
-        _apply(t, other_rule)
+    for w in t.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if args.json:
         print(json.dumps(recommendation(t, command), indent=2, default=str))
-        return EXIT_OK
-    _print(t, timing, written)
+    else:
+        _print(t, timing, written)
+    if args.apply or args.dry_run:
+        return _apply(t, args)
     return EXIT_OK
 
 
-def _apply(t, other_rule: bool) -> None:
-    from .shipped import apply
+def _apply(t, args: argparse.Namespace) -> int:
+    """The diff first; then, for --apply, a yes (asked, or --yes) before anything is written."""
+    from .shipped import apply, plan
+    flag = "--apply" if args.apply else "--dry-run"
     best = t.scores.settings[t.best]
-    if other_rule:
-        raise UserInputError("--apply writes the record's rule's defaults; for another rule set "
-                             "chat.research_stop_rule and its parameters", key="--apply",
-                             expected="imprint tune --apply without --rule")
     if not t.feasible:
-        raise UserInputError("no setting meets the premature-stop limits: nothing applied", key="--apply")
+        raise UserInputError("no setting meets the premature-stop limits: nothing applied", key=flag)
+    say = sys.stderr if args.json else sys.stdout       # --json keeps stdout for its JSON
     if best.shipped:
-        print("--apply: the recommendation is the shipped setting; nothing to change", file=sys.stderr)
-        return
-    diff = apply(best.patience, best.changed)
-    print(diff, end="", file=sys.stderr)
+        print(f"{flag}: the recommendation is the shipped setting; nothing to change", file=say)
+        return EXIT_OK
+    _, diff = plan(best.patience, best.changed)
+    print(diff, end="", file=say)
+    moved = baselines_moved(t)
+    for line in moved:
+        print(line, file=say)
+    if args.dry_run:
+        print("--dry-run: nothing written", file=say)
+        return EXIT_OK
+    if not args.yes:
+        print("write this change? [y/N] ", end="", file=sys.stderr, flush=True)
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            print("--apply: nothing written", file=sys.stderr)
+            return EXIT_OK
+    apply(best.patience, best.changed, shown=diff)
     print("--apply: wrote the recommended setting; review the diff, run `make test`, then commit it with "
-          "reports/tune/ (re-measure the gate's loop-recall baselines in the same commit)", file=sys.stderr)
+          "reports/tune/" + (" and the re-pinned baselines" if moved else ""), file=say)
+    return EXIT_OK
+
+
+def baselines_moved(t, config: str | Path | None = None) -> list[str]:
+    """What the applied setting does to the gate's loop-recall baselines:
+    each one pinned for the shipped record rule, with this tune's figures for
+    it at the shipped and the applied setting, and the commands that re-pin
+    them (no command writes them: a person copies the measured figures)."""
+    from imprint_core.settings import SPECS
+    from ..analysis.gateconfig import load_config
+    from .inputs import DEFAULT_GATE_CONFIG
+    path = Path(config or DEFAULT_GATE_CONFIG)
+    if not path.is_file():
+        return []
+    cfg = load_config(path)
+    ps = cfg.premature_stops
+    if ps.get("rule") != "record" or ps.get("rule_params") or ps.get("novelty") \
+            or ps.get("patience") != SPECS["chat.research_no_progress_rounds"].default:
+        return []       # the gate pins a rule of its own: the shipped defaults do not reach its baselines
+    lines = []
+    for corpus, base in cfg.loop_recall_baseline.items():
+        if base.get("rule", "record") != "record":
+            continue
+        pinned = f"pinned {base['caught']}/{base['loops']}" if "caught" in base and "loops" in base \
+            else f"pinned {base['recall']:.0%}"
+        if corpus not in t.corpora:
+            lines.append(f"  {corpus}: {pinned}; not among this tune's corpora: re-measure it")
+            continue
+        was, now = t.figures(t.shipped, None, corpus), t.figures(t.best, None, corpus)
+        change = "moves" if now.caught != was.caught else "unchanged on these runs"
+        lines.append(f"  {corpus}: {pinned}; {change}: {was.caught}/{was.loops} caught at the shipped setting, "
+                     f"{now.caught}/{now.loops} at the applied one, on the {now.runs} run(s) this tune judged")
+    if not lines:
+        return []
+    return [f"the gate's loop-recall baselines ({path} [loop_recall_baseline]) measure the shipped rule this "
+            "changes; re-pin them in the same commit:", *lines,
+            "  re-measure with: make run && imprint check --json   (then set each source's recall, caught, loops "
+            "and commit under [loop_recall_baseline] from its `loop recall` line)"]
 
 
 def _print(t, timing: str, written: list[Path]) -> None:

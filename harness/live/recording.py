@@ -44,6 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from imprint_core.errors import ImprintError, UserInputError
+from imprint_core.params import with_article
 
 Mode = Literal["none", "once", "all"]
 MODES: tuple[str, ...] = ("none", "once", "all")
@@ -351,7 +352,7 @@ def _checked(data: Any, path: str | os.PathLike) -> list[tuple[dict, dict]]:
 
     def kind(v: Any) -> str:
         return {list: "a list", str: "a text", int: "an integer", float: "a number", bool: "true or false"}.get(
-            type(v), f"a {type(v).__name__}")
+            type(v), with_article(type(v).__name__))
 
     if data is None:
         return []

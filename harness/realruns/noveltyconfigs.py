@@ -76,14 +76,9 @@ def parse_value(field: str, text: str, key: str = "--grid") -> Any:
     try:
         value = _parse_as(text.strip(), known[field])
     except ValueError as exc:
-        raise UserInputError(f"{field}: {exc}", key=key, expected=f"a value of type {_type_name(known[field])}") \
-            from None
+        raise UserInputError(f"{field}: {exc}", key=key, expected=typed.type_name(known[field])) from None
     make_config({field: value}, key=key)   # NoveltyConfig's own checks (bounds, choices)
     return value
-
-
-def _type_name(typ: Any) -> str:
-    return getattr(typ, "__name__", None) or str(typ).replace("typing.", "")
 
 
 def parse_assignment(text: str, key: str = "--grid") -> tuple[str, list[Any]]:

@@ -240,6 +240,13 @@ def check_new(store: Path, name: str, log: RoundLog, others: Labels, own: Labels
     crash's orphan, not a stored regression: it is replaced."""
     target = store / f"{name}.jsonl"
     left = set(orphans(store, own)) if own is not None else set()
+    # The same run first: stored under any name, another --name would not help (and was suggested).
+    digest = content_digest(log)
+    for stored in stored_runs(store):
+        if Path(stored.path) not in left and content_digest(stored) == digest:
+            raise UserInputError(f"this run is already stored as the regression {Path(stored.path).stem!r}",
+                                 file=stored.path,
+                                 expected="a run not stored yet (`imprint regress list` shows them)")
     if target.exists() and target not in left:
         raise UserInputError(f"a regression named {name!r} is already stored", file=str(target), key="--name",
                              expected="another --name")
@@ -247,11 +254,6 @@ def check_new(store: Path, name: str, log: RoundLog, others: Labels, own: Labels
     if claimed is not None:
         raise UserInputError(f"{claimed.name!r} in {claimed.file}:{claimed.line} would take the run named {name!r} "
                              "for its own", key="--name", expected="a name no other labels file uses")
-    digest = content_digest(log)
-    for stored in stored_runs(store):
-        if Path(stored.path) not in left and content_digest(stored) == digest:
-            raise UserInputError("this run is already stored as a regression", file=stored.path,
-                                 expected="a run not stored yet (`imprint regress list` shows them)")
 
 
 def locked(labels_path: Path) -> contextlib.AbstractContextManager[None]:

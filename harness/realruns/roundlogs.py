@@ -184,6 +184,7 @@ class ReplayResult:
     progress_rounds: list[int]
     patience_by_round: list[int] = field(default_factory=list)
     detail: str | None = None       # the rule's reason for its stop
+    tracks_progress: bool = False   # whether the rule notes progress (the record's does; a repetition rule not)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"file": self.file, "rounds": self.rounds, "stop_round": self.stop_round,
@@ -300,7 +301,7 @@ def replay_with(log: RoundLog, rule: RuleChoice | RuleFactory, user_turns: str =
     return ReplayResult(log.path, len(log.rounds), r.stop_round, "no_progress" if r.stop_round else None,
                         [v.index for _, v, n in r.rounds if n.get("progress")],
                         [n.get("patience_counter") for _, _, n in r.rounds if n.get("patience_counter") is not None],
-                        r.reason)
+                        r.reason, any("progress" in n for _, _, n in r.rounds))
 
 
 def reply_starts(log: RoundLog, user_turns: str = "reset") -> list[int]:

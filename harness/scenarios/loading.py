@@ -5,13 +5,14 @@ model alone cannot make: scripted calls to undefined tools, event
 selectors, settings."""
 from __future__ import annotations
 
+import difflib
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ValidationError
 
-from imprint_core.errors import SettingsError, UserInputError
+from imprint_core.errors import SettingsError, UserInputError, UserInputErrors
 from imprint_core.settings import IGNORED_KEYS, SPECS, validate
 
 from ..conventions import expand_paths
@@ -53,6 +54,8 @@ def _step(tp: Any, part: Any) -> Any:
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         if part in tp.model_fields:
             return tp.model_fields[part].annotation
+        if part == tp.__name__:      # pydantic names a plain union's member in the loc
+            return tp
         return tp if any(  # a discriminator tag inside the loc: stay on the chosen member
             part in typing.get_args(f.annotation) for n, f in tp.model_fields.items() if n == "kind") else None
     origin = typing.get_origin(tp)
@@ -74,60 +77,124 @@ def _clean_loc(loc: tuple, lines: dict[tuple, int], keep_last: bool) -> tuple:
     return out
 
 
-def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> UserInputError:
-    errors = exc.errors()
-    first = errors[0]
-    kind = first["type"]
-    loc = _clean_loc(tuple(first["loc"]), lines, keep_last=kind in ("extra_forbidden", "missing"))
-    # A union reports one error per member at the same place: say them once.
-    same = [e for e in errors if _clean_loc(tuple(e["loc"]), lines, kind in ("extra_forbidden", "missing")) == loc]
-    expected = None
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(tuple(first["loc"])[:-1])
-        message = "unknown key"
-        expected = "one of " + ", ".join(allowed) if allowed else None
-    elif kind == "missing":
-        message = "required key is missing"
-    elif kind == "union_tag_invalid":
-        tag = first["input"].get("kind") if isinstance(first["input"], dict) else first["input"]
-        message = f"unknown provider kind {tag!r}"
-        expected = "one of stub, local, remote"
-    else:
-        msgs = list(dict.fromkeys(e["msg"].removeprefix("Value error, ") for e in same))
-        message = " or ".join(msgs)
-        value = first.get("input")
-        if value is not None and not isinstance(value, (dict, list)):
-            message += f" (got {value!r})"
-    more = len(errors) - len(same)
-    if more:
-        message += f"; and {more} more problem(s)"
-    return UserInputError(message, file=name, line=line_of(lines, loc), key=key_text(loc), expected=expected)
+_KEY_KINDS = ("extra_forbidden", "missing")
+
+
+def nearest(word: str, allowed: "list[str] | tuple[str, ...]") -> str | None:
+    """The allowed word closest to a misspelled one, if one is close."""
+    close = difflib.get_close_matches(str(word), list(allowed), n=1)
+    return close[0] if close else None
+
+
+def unknown_key(key: Any, allowed: "list[str] | None") -> tuple[str, str | None]:
+    """An unknown key's message, with the nearest allowed key suggested, and what is allowed."""
+    near = nearest(key, allowed) if allowed else None
+    return (f"unknown key {key!r}" + (f"; did you mean {near!r}?" if near else ""),
+            "one of " + ", ".join(allowed) if allowed else None)
+
+
+def _shadowed(e: dict, errors: list[dict]) -> bool:
+    """A union member's scalar refusal of a mapping (`rounds: {mn: 2}` is no
+    int) when another member says what is wrong inside the mapping."""
+    loc = tuple(e["loc"])
+    return isinstance(e.get("input"), dict) and len(loc) > 1 and any(
+        len(o["loc"]) > len(loc) and tuple(o["loc"])[:len(loc) - 1] == loc[:-1]
+        and tuple(o["loc"])[len(loc) - 1] != loc[-1] for o in errors)
+
+
+def _translate(exc: ValidationError, name: str, lines: dict[tuple, int]) -> list[UserInputError]:
+    """Every problem pydantic found, each named by line and key: a union's
+    errors at one place said once, an unknown key with the nearest allowed
+    key, and a required key left out because it was misspelled said once,
+    as the misspelling."""
+    errors = [e for e in exc.errors() if not _shadowed(e, exc.errors())]
+    groups: dict[tuple, list[dict]] = {}
+    for e in errors:
+        groups.setdefault(_clean_loc(tuple(e["loc"]), lines, keep_last=e["type"] in _KEY_KINDS), []).append(e)
+    problems: list[tuple[tuple, str, str | None]] = []
+    misspelled: set[tuple] = set()     # the required keys an unknown key stands for
+    for loc, same in groups.items():
+        first = same[0]
+        kind = first["type"]
+        expected = None
+        if kind == "extra_forbidden":
+            allowed = _allowed_keys(tuple(first["loc"])[:-1])
+            message, expected = unknown_key(loc[-1], allowed)
+            near = nearest(loc[-1], allowed) if allowed else None
+            if near is not None:
+                misspelled.add(loc[:-1] + (near,))
+        elif kind == "missing":
+            message = "required key is missing"
+        elif kind == "union_tag_invalid":
+            tag = first["input"].get("kind") if isinstance(first["input"], dict) else first["input"]
+            message = f"unknown provider kind {tag!r}"
+            near = nearest(tag, ("stub", "local", "remote")) if isinstance(tag, str) else None
+            message += f"; did you mean {near!r}?" if near else ""
+            expected = "one of stub, local, remote"
+        else:
+            msgs = list(dict.fromkeys(e["msg"].removeprefix("Value error, ") for e in same))
+            message = " or ".join(msgs)
+            value = first.get("input")
+            if value is not None and not isinstance(value, (dict, list)):
+                message += f" (got {value!r})"
+        problems.append((loc, message, expected))
+    return [UserInputError(message, file=name, line=line_of(lines, loc), key=key_text(loc), expected=expected)
+            for loc, message, expected in problems
+            if not (loc in misspelled and message == "required key is missing")]
+
+
+def _in_file_order(problems: list[UserInputError]) -> list[UserInputError]:
+    return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
 def parse_scenario(text: str, name: str) -> Scenario:
+    """The scenario the file describes; every problem in it at once (a
+    `UserInputErrors` for more than one), each naming the line and key."""
     data, lines = load_yaml(text, name)
     if not isinstance(data, dict):
         raise UserInputError("a scenario file must be a mapping of keys", file=name, line=1,
                              expected="keys such as name, question, provider, tools, expect")
+    scn = None
     try:
         scn = Scenario.model_validate(data)
+        problems: list[UserInputError] = []
     except ValidationError as exc:
-        raise _translate(exc, name, lines) from None
-    _check_calls(scn, name, lines)
-    _check_selectors(scn, name, lines)
-    for key, value in scn.settings.items():
+        problems = _translate(exc, name, lines)
+    # The checks the model cannot make read the file's values, so that they
+    # are said beside the model's refusals, not a run later.
+    problems += _check_calls(data, name, lines)
+    problems += _check_selectors(data, name, lines)
+    problems += _check_settings(data, name, lines)
+    if scn is not None and not problems:
+        scn = _check_rule(scn, name, lines)
+    if problems:
+        problems = _in_file_order(problems)
+        raise problems[0] if len(problems) == 1 else UserInputErrors(problems)
+    assert scn is not None
+    return scn.model_copy(update={"source": name})
+
+
+def _check_settings(data: dict, name: str, lines: dict[tuple, int]) -> list[UserInputError]:
+    settings = data.get("settings")
+    out: list[UserInputError] = []
+    if not isinstance(settings, dict):
+        return out
+    for key, value in settings.items():
         where = line_of(lines, ("settings", key))
         if key in IGNORED_KEYS:
             continue  # the legacy round cap: accepted, never applied
         if key not in SPECS:
-            raise UserInputError("unknown setting", file=name, line=where, key=f"settings.{key}",
-                                 expected="one of " + ", ".join(list(SPECS) + sorted(IGNORED_KEYS)))
+            near = nearest(key, list(SPECS))
+            out.append(UserInputError("unknown setting" + (f"; did you mean {near!r}?" if near else ""), file=name,
+                                      line=where, key=f"settings.{key}",
+                                      expected="one of " + ", ".join(list(SPECS) + sorted(IGNORED_KEYS))))
+            continue
         try:
             validate(key, value)
         except SettingsError as exc:
-            raise UserInputError(exc.message, file=name, line=where, key=f"settings.{key}",
-                                 expected=exc.expected) from None
-    return _check_rule(scn, name, lines).model_copy(update={"source": name})
+            out.append(UserInputError(exc.message, file=name, line=where, key=f"settings.{key}",
+                                      expected=exc.expected))
+    return out
 
 
 RULE_SETTING = "chat.research_stop_rule"
@@ -156,46 +223,65 @@ def _check_rule(scn: Scenario, name: str, lines: dict[tuple, int]) -> Scenario:
     return scn.model_copy(update={"settings": {**scn.settings, RULE_SETTING: choice.spec}})
 
 
-def _check_calls(scn: Scenario, name: str, lines: dict[tuple, int]) -> None:
+def _items(value: Any, key: str) -> list:
+    """`value[key]` where value is a mapping and it is a list, else nothing."""
+    got = value.get(key) if isinstance(value, dict) else None
+    return got if isinstance(got, list) else []
+
+
+def _check_calls(data: dict, name: str, lines: dict[tuple, int]) -> list[UserInputError]:
     """A scripted call to a tool the scenario does not define would only show
     later as a changed round count: name it when the file loads."""
-    spec = scn.provider
-    if not isinstance(spec, StubProviderSpec):
-        return
-    defined = [t.name for t in scn.tools] + (["delegate_sections"] if scn.loop.section_workers else [])
+    spec = data.get("provider")
+    if not isinstance(spec, dict) or spec.get("kind") != "stub":
+        return []
+    loop = data.get("loop")
+    defined = [t["name"] for t in _items(data, "tools") if isinstance(t, dict) and isinstance(t.get("name"), str)] \
+        + (["delegate_sections"] if isinstance(loop, dict) and loop.get("section_workers") is True else [])
+    out = []
     for part in ("script", "workers", "final"):
-        for i, turn in enumerate(getattr(spec, part) or []):
-            for j, call in enumerate(turn.calls):
-                if call.tool not in defined and not call.undefined:
-                    raise UserInputError(
-                        f"call to undefined tool {call.tool!r}", file=name,
-                        line=line_of(lines, ("provider", part, i, "calls", j, "tool")),
+        for i, turn in enumerate(_items(spec, part)):
+            for j, call in enumerate(_items(turn, "calls")):
+                tool = call.get("tool") if isinstance(call, dict) else None
+                if isinstance(tool, str) and tool not in defined and call.get("undefined") is not True:
+                    near = nearest(tool, defined)
+                    out.append(UserInputError(
+                        f"call to undefined tool {tool!r}" + (f"; did you mean {near!r}?" if near else ""),
+                        file=name, line=line_of(lines, ("provider", part, i, "calls", j, "tool")),
                         key=f"provider.{part}[{i}].calls[{j}].tool",
                         expected=("one of " + ", ".join(defined) if defined else "a tool defined under `tools`")
-                                 + ", or `undefined: true` for a deliberate call to a missing tool")
+                                 + ", or `undefined: true` for a deliberate call to a missing tool"))
+    return out
 
 
-def _check_selectors(scn: Scenario, name: str, lines: dict[tuple, int]) -> None:
+def _check_selectors(data: dict, name: str, lines: dict[tuple, int]) -> list[UserInputError]:
     """Unknown event types and keys: a misspelled selector counts 0 events, so
     `: 0` could never fail."""
-    for selector in scn.expect.events:
+    out = []
+    expect = data.get("expect")
+    events = expect.get("events") if isinstance(expect, dict) else None
+    for selector in events if isinstance(events, dict) else ():
         try:
-            parse_selector(selector)
+            parse_selector(str(selector))
         except SelectorError as exc:
-            raise UserInputError(exc.message, file=name, line=line_of(lines, ("expect", "events", selector)),
-                                 key=f"expect.events.{selector}", expected=exc.expected) from None
-    cancel = scn.cancel
-    if cancel is not None and cancel.on_event is not None:
-        try:
-            allowed = line_keys(parse_selector(cancel.on_event).type)
-        except SelectorError as exc:
-            raise UserInputError(exc.message, file=name, line=line_of(lines, ("cancel", "on_event")),
-                                 key="cancel.on_event", expected=exc.expected) from None
-        for key in cancel.where:
-            if allowed is not None and key not in allowed:
-                raise UserInputError(f"unknown key {key!r} of {cancel.on_event} events", file=name,
-                                     line=line_of(lines, ("cancel", "where", key)), key=f"cancel.where.{key}",
-                                     expected="one of " + ", ".join(sorted(allowed)))
+            out.append(UserInputError(exc.message, file=name, line=line_of(lines, ("expect", "events", selector)),
+                                      key=f"expect.events.{selector}", expected=exc.expected))
+    cancel = data.get("cancel")
+    on_event = cancel.get("on_event") if isinstance(cancel, dict) else None
+    if not isinstance(on_event, str):
+        return out
+    try:
+        allowed = line_keys(parse_selector(on_event).type)
+    except SelectorError as exc:
+        return out + [UserInputError(exc.message, file=name, line=line_of(lines, ("cancel", "on_event")),
+                                     key="cancel.on_event", expected=exc.expected)]
+    where = cancel.get("where")
+    for key in where if isinstance(where, dict) and allowed is not None else ():
+        if key not in allowed:
+            out.append(UserInputError(f"unknown key {key!r} of {on_event} events", file=name,
+                                      line=line_of(lines, ("cancel", "where", key)), key=f"cancel.where.{key}",
+                                      expected="one of " + ", ".join(sorted(allowed))))
+    return out
 
 
 def load_scenario(path: str | Path) -> Scenario:

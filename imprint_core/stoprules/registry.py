@@ -159,8 +159,29 @@ def _from_factory(factory: Any, name: str, origin: str, spec: str) -> RuleInfo:
         raise UserInputError(f"{spec} {problem}", key="--rule", expected="make(**params) -> rule")
     source = spec.rpartition(":")[0] if origin == "file" else getattr(factory, "__module__", "") or spec
     params = params_of(factory)
-    return RuleInfo(name, factory, params, source, _first_line(getattr(factory, "__doc__", None)),
-                    origin, spec, _open(factory), types_of(factory, params))
+    return RuleInfo(name, factory, params, source, summary_of(factory), origin, spec, _open(factory),
+                    types_of(factory, params))
+
+
+def summary_of(factory: Any) -> str:
+    """What a rule does, in its author's words: the factory's docstring, else
+    that of the rule class it returns (its return annotation, or the one
+    class with observe and reset defined beside it), else its module's."""
+    own = _first_line(getattr(factory, "__doc__", None))
+    if own or inspect.isclass(factory):
+        return own
+    try:
+        made = typing.get_type_hints(factory).get("return")
+    except Exception:   # an annotation naming what is not there
+        made = None
+    if not inspect.isclass(made):
+        scope = getattr(factory, "__globals__", {})
+        rules = [v for v in scope.values() if inspect.isclass(v) and v.__module__ == scope.get("__name__")
+                 and callable(getattr(v, "observe", None)) and callable(getattr(v, "reset", None))]
+        made = rules[0] if len(rules) == 1 else None
+    if made is not None and _first_line(made.__doc__):
+        return _first_line(made.__doc__)
+    return _first_line(getattr(factory, "__globals__", {}).get("__doc__"))
 
 
 def _load_builtins() -> None:

@@ -101,3 +101,23 @@ def test_a_rule_file_s_annotations_type_its_parameters(tmp_path):
     for bad in ({"limit": 2.5}, {"share": float("nan")}, {"limit": "x"}):
         with pytest.raises(UserInputError):
             choose(f"{f}:make", bad)
+
+
+def test_a_type_is_named_with_the_article_its_sound_takes():
+    # issue 44 item 11: "is not a int"
+    class Interval:
+        pass
+
+    class Range:
+        pass
+
+    assert typed.type_name(int) == "an integer" and typed.type_name(Interval) == "an Interval"
+    assert typed.type_name(Range) == "a Range" and typed.type_name(object) == "an object"
+    assert typed.with_article("int") == "an int" and typed.with_article("dict") == "a dict"
+
+
+def test_a_novelty_field_s_refusal_names_its_type_in_words():
+    from harness.realruns.noveltyconfigs import parse_value
+    with pytest.raises(UserInputError) as info:
+        parse_value("min_new_shingles", "abc")
+    assert info.value.describe() == ("--grid: min_new_shingles: 'abc' is not an integer (expected an integer)")

@@ -326,3 +326,19 @@ def test_setting_the_stop_rule_refuses_what_the_registry_cannot_build(tmp_path, 
     assert info.value.key == "chat.research_stop_rule" and repr(value) in text and words in text, text
     assert "record, round-cap" in info.value.expected and "FILE.py:FACTORY" in info.value.expected
     assert s.path.read_text() == before
+
+
+def test_the_stop_rule_setting_names_every_built_in_rule_from_the_registry() -> None:
+    # issue 44 item 11: the hand-written list left out two built-ins
+    from imprint_core.stoprules import available, register
+    description = SPECS["chat.research_stop_rule"].description
+    built_ins = [i.name for i in available() if i.origin == "built-in"]
+    assert {"outcome-repeat", "repeat-aware", "record", "any"} <= set(built_ins)
+    assert f"a built-in ({', '.join(built_ins)})" in description and "{" not in description
+    from imprint_core.stoprules import registry
+    register("test-only-rule", lambda: None)
+    try:
+        assert "test-only-rule)" in SPECS["chat.research_stop_rule"].description     # read when asked
+    finally:
+        registry._BUILTIN.pop("test-only-rule")
+    assert SPECS["chat.research_stop_rule"].to_dict()["description"] == description

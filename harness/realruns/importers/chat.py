@@ -20,7 +20,7 @@ from ..roundlogs import Round, RoundCall, RoundLog
 
 from .callkinds import classify_tool
 from .rawfiles import Source, output_stem
-from .resultstatus import ERROR, text_status
+from .resultstatus import ERROR, text_status, unrecorded
 
 CHAT_ROLES = "system, developer, user, assistant, tool or function"
 
@@ -159,13 +159,15 @@ def read_chat(messages: Any, src: Source, where: str = "messages") -> list[ChatT
 
 def chat_rounds(turns: list[ChatTurn],
                 classify: Callable[[str, dict], str] = classify_tool,
-                status_of: Callable[[str], str] = text_status) -> tuple[list[Round], list[int]]:
+                status_of: Callable[[str], str] = text_status, *,
+                unanswered: Callable[[str], str] | None = None) -> tuple[list[Round], list[int]]:
     """Rounds from assistant turns, and the rounds a user message preceded.
 
     A call without a result is an error when the run went on after it (the
-    agent saw it fail) and is left out when the log ends on it (it never ran,
-    like a call not executed at a deadline); a call whose arguments were not
-    a JSON object, or that the log marks as failed, is an error."""
+    agent saw it fail), or `unanswered(kind)` where given, and is left out
+    when the log ends on it (it never ran, like a call not executed at a
+    deadline); a call whose arguments were not a JSON object, or that the
+    log marks as failed, is an error."""
     rounds: list[Round] = []
     user_before: list[int] = []
     user = False
@@ -175,9 +177,14 @@ def chat_rounds(turns: list[ChatTurn],
         for c in t.calls:
             if c.result is None and not t.later:
                 continue
-            result = c.result or ""
-            status = ERROR if c.result is None or not c.args_ok or c.failed else status_of(result)
-            calls.append(RoundCall(c.name, c.args, classify(c.name, c.args), status, result))
+            result, kind = c.result or "", classify(c.name, c.args)
+            if not c.args_ok or c.failed:
+                status = ERROR
+            elif c.result is None:
+                status = unanswered(kind) if unanswered is not None else ERROR
+            else:
+                status = status_of(result)
+            calls.append(RoundCall(c.name, c.args, kind, status, result))
         if calls:
             rounds.append(Round(len(rounds) + 1, calls))
             if user:
@@ -187,6 +194,11 @@ def chat_rounds(turns: list[ChatTurn],
 
 
 # ---- openai-chat ------------------------------------------------------------------------------
+UNANSWERED_NOTE = ("{n} call(s) have no tool message with their result, though the run went on after them: each is "
+                   "an empty read (a write: ok), as the OTel importer takes a tool span without its result; the "
+                   "replay credits them no new evidence")
+"""What an openai-chat run's header says when calls the run went on after have no result (`results_note`)."""
+
 
 def import_openai_chat(data: Any, path: str | Path) -> list[RoundLog]:
     """A message list (JSON, or JSON lines of messages), or an object with
@@ -205,9 +217,13 @@ def import_openai_chat(data: Any, path: str | Path) -> list[RoundLog]:
     if isinstance(data, list) and not data:
         src.fail("no messages", key=where or "[]", expected="a list of chat messages")
     turns = read_chat(data, src, where)
-    rounds, user_before = chat_rounds(turns)
+    # A call the run went on after without its result: what the OTel importer makes of a tool span without
+    # one (`unrecorded`: an empty read, a write ok), counted and said in the header as it says it.
+    rounds, user_before = chat_rounds(turns, unanswered=unrecorded)
+    missing = sum(c.result is None and c.args_ok and not c.failed for t in turns if t.later for c in t.calls)
     labels = {"source_format": "openai-chat", "source_file": str(path), "instance_id": str(instance),
-              "num_rounds": len(rounds), "user_turn_before_round": user_before, **labels}
+              "num_rounds": len(rounds), "user_turn_before_round": user_before, "results_missing": missing,
+              **({"results_note": UNANSWERED_NOTE.format(n=missing)} if missing else {}), **labels}
     return [RoundLog(f"{output_stem(Path(path).name)}.jsonl", str(path), labels, rounds)]
 
 

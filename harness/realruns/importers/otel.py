@@ -2,7 +2,8 @@
 (`{"resourceSpans": [...]}`) per file, or one per line as the SDK's and
 the collector's file exporters write them, read into spans by `otlp`.
 The spans of one trace (one `traceId`) become one run, named
-`<traceId>.jsonl` under a folder named after the file; a trace without an
+`<traceId>.jsonl` (our own exports: `<scenario>.jsonl`, the name it ran
+under) under a folder named after the file; a trace without an
 agent, model or tool span (an HTTP server's own spans beside the agent's)
 is no run.
 
@@ -72,11 +73,10 @@ from typing import Any
 
 from ..roundlogs import KINDS, STATUSES, Round, RoundCall, RoundLog
 
-from .callkinds import WRITE
 from .chat import parse_arguments
 from .otlp import Span, read_spans
 from .rawfiles import OTLP_KEY, Source
-from .resultstatus import EMPTY, ERROR, OK, text_status
+from .resultstatus import ERROR, text_status, unrecorded
 from .toolkinds import classifier, find_overrides
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -225,7 +225,7 @@ def _status(c: Call, kind: str) -> tuple[str, bool]:
     if c.error:
         return ERROR, False                # a failed call is no evidence, with or without its text
     if c.result is None:
-        return (OK if kind == WRITE else EMPTY), True
+        return unrecorded(kind), True
     return text_status(c.result), False
 
 
@@ -356,4 +356,16 @@ def import_otel(data: Any, path: str | Path) -> list[RoundLog]:
                  expected="spans with gen_ai.operation.name (invoke_agent, chat, text_completion, generate_content, "
                           "execute_tool) or openinference.span.kind (AGENT, LLM, TOOL)")
     overrides, kinds_file = find_overrides(path)
-    return [trace_log(t, s, path, src, overrides, kinds_file) for t, s in runs.items()]
+    return _named([trace_log(t, s, path, src, overrides, kinds_file) for t, s in runs.items()])
+
+
+def _named(logs: list[RoundLog]) -> list[RoundLog]:
+    """Our own traces (`imprint export-otel`) under their scenarios' names, as
+    they were run, rather than their trace ids; a name two traces share
+    takes the trace id's first digits."""
+    wanted = [re.sub(r"[^A-Za-z0-9._-]+", "-", str(log.labels.get("scenario") or "")).strip(".-")
+              for log in logs]
+    for log, name in zip(logs, wanted):
+        if name:
+            log.path = f"{name if wanted.count(name) == 1 else name + '-' + log.labels['trace_id'][:8]}.jsonl"
+    return logs

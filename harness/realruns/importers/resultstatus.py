@@ -17,6 +17,13 @@ from .callkinds import WRITE, ShellFacts
 
 OK, EMPTY, ERROR = "ok", "empty", "error"
 
+
+def unrecorded(kind: str) -> str:
+    """The status of a call that ran but whose log holds no result: a read
+    that returned nothing, as the record calls it (`empty`), a write `ok`.
+    The OTel and openai-chat importers agree on it, and count such calls."""
+    return OK if kind == WRITE else EMPTY
+
 SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "locate", "which", "whereis",
                              "diff", "cmp", "test", "[", "[[", "pgrep", "comm", "fd"})
 """Programs whose non-zero exit with no output means "found nothing" (grep:

@@ -531,3 +531,35 @@ def test_property_the_ocr_profile_is_the_default_then_its_own_masks(units):
         assert base != profile and rest is not None
         assert [rest.apply(u) for u in normalize_units(units, base)] == normalize_units(units, profile)
     assert split_profile("default") == ("default", None)
+def test_a_file_rule_without_a_factory_docstring_is_described_by_its_class(tmp_path) -> None:
+    # issue 44 item 11: `imprint rules` left a file rule's description empty
+    (tmp_path / "twice.py").write_text(textwrap.dedent('''\
+        class Twice:
+            """Stops at the second call of the same tool in a row.
+
+            More about it."""
+            def observe(self, round): return None
+            def reset(self): pass
+
+        def make(n: int = 2):
+            return Twice()
+        '''))
+    assert resolve(f"{tmp_path / 'twice.py'}:make").summary == "Stops at the second call of the same tool in a row."
+    (tmp_path / "two.py").write_text(textwrap.dedent('''\
+        """Two rules of mine."""
+        class A:
+            """Rule A."""
+            def observe(self, round): return None
+            def reset(self): pass
+
+        class B(A):
+            """Rule B."""
+
+        def make_b() -> B:
+            return B()
+
+        def make_a():
+            return A()
+        '''))
+    assert resolve(f"{tmp_path / 'two.py'}:make_b").summary == "Rule B."          # its return annotation
+    assert resolve(f"{tmp_path / 'two.py'}:make_a").summary == "Two rules of mine."  # two classes: the module's

@@ -389,13 +389,47 @@ def test_recommendation_rule() -> None:
     tied = _hand_scores([(Setting(A, p0), {"l1": 6}), (Setting(noveltyconfigs.SHIPPED, p0 + 2), {"l1": 6}),
                          (Setting(noveltyconfigs.SHIPPED, p0), {"l1": 6})])
     assert Rule().choose(tied, everyone)[0] == 2
-    # equal recall (none caught: no stop lands inside a loop): the setting that spends the fewest loop rounds
-    # wins, before fewer premature stops and before the shipped setting (never stopped: 4 + 2 + 3 rounds;
-    # ol2 stopped before it starts: 4 + 2; l1 too: 2)
+    # equal recall (none caught: no stop lands inside a loop): fewer premature stops first (issue 44 item 7:
+    # a stop that cuts a useful run short outranks loop rounds saved), then the setting that spends the fewest
+    # loop rounds, then the shipped setting (never stopped: 4 + 2 + 3 rounds; ol2 stopped before it starts:
+    # 4 + 2; l1 too: 2, at the price of a premature stop of o0)
     short = _hand_scores([(Setting(noveltyconfigs.SHIPPED, 4), {}), (Setting(A, 7), {"ol2": 11}),
                           (Setting(A, 8), {"ol2": 11, "l1": 4, "o0": 10})])
-    best, _, why = Rule().choose(short, everyone)
-    assert best == 2 and "fewer rounds spent inside loops" in why
+    best, _, why = Rule(0.10, ()).choose(short, everyone)
+    assert best == 1 and "then fewer premature stops (0 here), then fewer rounds spent inside loops" in why
+    assert Rule(0.10, ()).describe().endswith("ties: higher pooled recall, fewer premature stops, fewer rounds "
+                                                "spent inside labelled loops, nearer the shipped setting")
+
+
+def test_a_choice_that_rests_on_little_is_warned_of() -> None:
+    # every setting catches nothing: the tie-breaks decide, and the warning says which
+    short = _hand_scores([(Setting(noveltyconfigs.SHIPPED, 4), {}), (Setting(A, 7), {"ol2": 11}),
+                          (Setting(A, 8), {"ol2": 11, "l1": 4, "o0": 10})])
+    everyone = np.ones(len(short.runs), dtype=bool)
+    rule = Rule(0.10, ())
+    best = rule.choose(short, everyone)[0]
+    warned = rule.warnings(short, everyone, best)
+    assert warned == ["no setting within the limits catches any of the 3 labelled loops here: loop recall decides "
+                      "nothing, and the choice rests on the tie-breaks (fewer rounds spent inside loops, 6 against 9 "
+                      "decided)"]
+    # the shipped setting chosen on a tie that never stops a run: said so too
+    never = _hand_scores([(Setting(noveltyconfigs.SHIPPED, SPECS["chat.research_no_progress_rounds"].default), {}),
+                          (Setting(A, 7), {})])
+    best = rule.choose(never, everyone)[0]
+    warned = rule.warnings(never, everyone, best)
+    assert warned[0].endswith("(nearness to the shipped setting decided)")
+    assert warned[1].startswith("the recommended setting (patience ") and "never stops any of the 23 run(s)" in warned[1]
+    # recall ties that a tie-break settles: the choice rests on ties
+    tied = _hand_scores([(Setting(A, 6), {"o0": 10, "l1": 7, "ol1": 7}), (Setting(A, 5), {"l1": 7, "ol1": 7})])
+    best = rule.choose(tied, everyone)[0]
+    assert best == 1 and rule.warnings(tied, everyone, best) == [
+        "the choice rests on ties: 2 of the 2 settings within the limits share its loop recall (minimum 50%, pooled "
+        "67%), and the tie-breaks picked it (fewer premature stops, 0 against 1 decided)"]
+    # a corpus with fewer than 5 runs in the part chosen on
+    few = everyone.copy()
+    few[[i for i, r in enumerate(tied.runs) if r.corpus == "tau-bench"][4:]] = False
+    assert ("corpus tau-bench contributes 4 run(s) to the runs the choice was made on (fewer than 5): its figures, "
+            "and any limit they meet, rest on too few runs") in rule.warnings(tied, few, rule.choose(tied, few)[0])
 
 
 def test_local_processes_and_inline_agree(corpus) -> None:

@@ -155,7 +155,10 @@ def _state(repo: Path) -> dict[str, bytes]:
     ("period too long", ["--loop", "3-6:3"], "--loop: '3-6:3': with period 3, round 3 would repeat round 0"),
     ("not a loop", ["--loop", "3..6"], "--loop: '3..6' is not a loop"),
     ("duplicate run", ["--useful-until", "8", "--name", "again"], "traces/regressions/stalled.jsonl: this run is "
-                                                                   "already stored as a regression"),
+                                                                   "already stored as the regression 'stalled'"),
+    # issue 44 item 11: the same run again was told to take another --name, which then failed as a duplicate run
+    ("the same run again", ["--useful-until", "8"], "traces/regressions/stalled.jsonl: this run is already stored as "
+                                                    "the regression 'stalled' (expected a run not stored yet"),
     ("duplicate name", ["--useful-until", "8", "--name", "stalled"], "a regression named 'stalled' is already stored"),
     ("bad name", ["--useful-until", "8", "--name", "../x"], "--name: '../x' cannot name a regression"),
     ("name of another corpus", ["--useful-until", "8", "--name", "lull"], "--name: 'lull' in labels.yaml:2 would take"),
@@ -163,14 +166,17 @@ def _state(repo: Path) -> dict[str, bytes]:
 def test_a_bad_add_says_why_and_writes_nothing(repo: Path, case: str, args: list[str], where: str, capsys) -> None:
     raw = stalled(repo)
     assert regress("add", str(raw), "--useful-until", "8") == 0
-    if case == "duplicate run":       # the same run, from another file
-        raw = chat_run(repo / "raw" / "copy.json", [fact(1)] * 7 + [fact(2)])
+    if case in ("duplicate run", "duplicate name", "name of another corpus"):   # the same run, from another file;
+        # another run
+        raw = chat_run(repo / "raw" / "copy.json", [fact(1)] * 7 + [fact(2)] if case == "duplicate run" else
+                       [fact(3)] * 8)
     before = _state(repo)
     capsys.readouterr()
     assert regress("add", str(raw), *args) == 2, case
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
     assert where in err, err
+    assert ("--name" in err) == (case in ("duplicate name", "bad name", "name of another corpus")), err
     assert _state(repo) == before
 
 

@@ -3,6 +3,7 @@ defaults live, in the checkout of the current folder, as a diff."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -67,11 +68,11 @@ def test_tune_apply_writes_the_recommendation_into_the_checkout(checkout, capsys
     labels.write_text("runs:\n  lull: {should_not_stop_before: 7}\n  loop: {loops: [3, 9]}\n")
     code = main(["tune", "--corpus", str(logs), "--labels", str(labels), "--grid", "min_new_shingles=3",
                  "--patience", "2-9", "--holdout", "0", "--strict", "none", "--max-premature-share", "0",
-                 "--no-disk-cache", "--out", str(checkout / "out"), "--apply"])
+                 "--no-disk-cache", "--out", str(checkout / "out"), "--apply", "--yes"])
     assert code == 0
-    err = capsys.readouterr().err
+    out = capsys.readouterr().out
     assert '"rounds", 4, 2, 20' in (checkout / "imprint_core/settings.py").read_text()
-    assert "-    SettingSpec(\"chat.research_no_progress_rounds\", int, \"rounds\", 9" in err and "commit" in err
+    assert "-    SettingSpec(\"chat.research_no_progress_rounds\", int, \"rounds\", 9" in out and "commit" in out
     assert main(["tune", "--corpus", str(logs), "--labels", str(labels), "--rule", "round-cap", "--grid",
                  "max_rounds=3,20", "--out", str(checkout / "out"), "--apply"]) == 2
 
@@ -179,3 +180,87 @@ def test_two_concurrent_applies_leave_one_evaluated_setting(checkout):
             t.join()
         assert shipped_state(checkout) in outcomes
         assert len(refused) <= 1 and all("this tune measured" in e.message for e in refused)
+
+
+# ---- the diff first, then a yes; the comment and the baselines it invalidates (issue 44, item 7) --------
+def _lull_and_loop(checkout: Path) -> list[str]:
+    """The corpus above, as tau-bench (a corpus the gate pins a baseline for): the recommendation is patience 4."""
+    logs = checkout / "runs"
+    round_log(logs / "lull.jsonl", [[{"result": fact(1)}]] * 4 + [[{"result": fact(n)}] for n in (2, 3, 4)])
+    round_log(logs / "loop.jsonl", [[{"result": fact(5)}], [{"result": fact(6)}]] + [[{"result": fact(5)}]] * 8)
+    labels = checkout / "labels-tau-bench.yaml"
+    labels.write_text("runs:\n  lull: {should_not_stop_before: 7}\n  loop: {loops: [3, 9]}\n")
+    (checkout / "reports").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "reports/gate.toml", checkout / "reports/gate.toml")
+    return ["tune", "--corpus", str(logs), "--labels", str(labels), "--grid", "min_new_shingles=3", "--patience",
+            "2-9", "--holdout", "0", "--strict", "none", "--max-premature-share", "0", "--no-disk-cache",
+            "--out", str(checkout / "out")]
+
+
+class _Terminal:
+    """A stdin on a terminal that answers the question with `answer`, noting what was shown before it."""
+    def __init__(self, answer: str, capsys, checkout: Path):
+        self.answer, self.capsys, self.checkout, self.shown = answer, capsys, checkout, None
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        self.shown = self.capsys.readouterr()
+        self.settings_then = (self.checkout / "imprint_core/settings.py").read_text()
+        return self.answer
+
+
+def test_apply_off_a_terminal_without_yes_is_refused_before_the_sweep(checkout, capsys):
+    before = shipped_state(checkout)
+    assert main([*_lull_and_loop(checkout), "--apply"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --apply: --apply rewrites the shipped defaults and cannot ask for confirmation off a terminal" in err
+    assert "--apply --yes" in err and "--dry-run" in err
+    assert shipped_state(checkout) == before and not (checkout / "out").exists()      # nothing tuned or written
+
+
+def test_dry_run_prints_the_diff_with_the_comment_and_the_baselines_and_writes_nothing(checkout, capsys):
+    before = shipped_state(checkout)
+    assert main([*_lull_and_loop(checkout), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert shipped_state(checkout) == before and "--dry-run: nothing written" in out
+    assert '+    SettingSpec("chat.research_no_progress_rounds", int, "rounds", 4, 2, 20,' in out
+    # the comment above the value vouched for the old one: it names the new one
+    assert "-    # patience. `imprint tune` chose 9 (reports/tune/README.md)." in out
+    assert "+    # patience. `imprint tune` chose 4 (reports/tune/README.md)." in out
+    assert "+    # 4, not the record's 4:" in out
+    # the gate's baselines that measure the shipped rule, with what this tune saw, and how to re-pin them
+    assert "the gate's loop-recall baselines (reports/gate.toml [loop_recall_baseline]) measure the shipped rule" in out
+    assert ("  tau-bench: pinned 0/10; moves: 0/1 caught at the shipped setting, 1/1 at the applied one, on the 2 "
+            "run(s) this tune judged") in out
+    assert "  scenarios: pinned 19/20; not among this tune's corpora: re-measure it" in out
+    assert "re-measure with: make run && imprint check --json" in out
+
+
+@pytest.mark.parametrize("answer", ["n\n", "y\n"])
+def test_apply_on_a_terminal_shows_the_diff_then_asks(checkout, capsys, monkeypatch, answer):
+    before = shipped_state(checkout)
+    term = _Terminal(answer, capsys, checkout)
+    monkeypatch.setattr("sys.stdin", term)
+    assert main([*_lull_and_loop(checkout), "--apply"]) == 0
+    assert '+    SettingSpec("chat.research_no_progress_rounds", int, "rounds", 4' in term.shown.out   # shown first
+    assert "write this change? [y/N]" in term.shown.err and term.settings_then == before[0]     # nothing written yet
+    rest = capsys.readouterr()
+    if answer == "n\n":
+        assert shipped_state(checkout) == before and "--apply: nothing written" in rest.err
+    else:
+        settings = (checkout / "imprint_core/settings.py").read_text()
+        assert '"rounds", 4, 2, 20' in settings and "`imprint tune` chose 4" in settings
+        assert "--apply: wrote the recommended setting" in rest.out and "re-pinned baselines" in rest.out
+
+
+def test_the_warnings_are_printed_and_in_the_summary_and_the_json(checkout, capsys):
+    assert main([*_lull_and_loop(checkout), "--json"]) == 0
+    got = capsys.readouterr()
+    few = ("corpus tau-bench contributes 2 run(s) to the runs the choice was made on (fewer than 5): its figures, "
+           "and any limit they meet, rest on too few runs")
+    assert f"warning: {few}" in got.err
+    assert few in json.loads(got.out)["warnings"]
+    assert f"**Warning: {few}.**" in (checkout / "out" / "summary.md").read_text()
+    assert few in json.loads((checkout / "out" / "recommendation.json").read_text())["warnings"]

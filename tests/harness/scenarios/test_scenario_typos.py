@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.scenarios import json_schema
+from harness.scenarios import json_schema, load_scenario
 from harness.scenarios.selectors import parse_selector
+from imprint_core.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = """\
@@ -70,7 +71,7 @@ def test_the_fields_of_a_settled_request_record_are_keys() -> None:
 def test_a_call_to_an_undefined_tool_is_a_load_time_error(tmp_path: Path, capsys) -> None:
     code, err = run_file(tmp_path, SCENARIO.replace("{tool: search, args", "{tool: serach, args"), capsys)
     assert code == 2
-    assert ("typo.yaml:6: provider.script[0].calls[0].tool: call to undefined tool 'serach' (expected one of "
+    assert ("typo.yaml:6: provider.script[0].calls[0].tool: call to undefined tool 'serach'; did you mean 'search'? (expected one of "
             "search, or `undefined: true` for a deliberate call to a missing tool)") in err
     deliberate = SCENARIO.replace("{tool: search, args", "{tool: serach, undefined: true, args")
     assert run_file(tmp_path, deliberate.replace("round_end[progress=true]: 1", "tool_result[status=error]: 1"),
@@ -123,3 +124,52 @@ def test_the_schema_describes_every_key() -> None:
                if not p.get("description")] + [name for name, m in models.items() if not m.get("description")]
     assert missing == []
     assert json.loads((ROOT / "scenarios" / "schema.json").read_text()) == schema
+
+
+FOUR_TYPOS = (SCENARIO.replace("question:", "questoin:")                       # line 2
+              .replace("    - answer: It is this.", "    - answr: It is this.")    # line 7
+              .replace("    default: {text", "    defualt: {text")             # line 10
+              .replace("round_end[progress=true]", "round_endd"))               # line 14
+
+
+def test_every_problem_of_a_scenario_is_named_at_once_with_its_line_and_key(tmp_path: Path, capsys) -> None:
+    # issue 44 item 5: four typos took five runs ("and 3 more problem(s)")
+    code, err = run_file(tmp_path, FOUR_TYPOS, capsys)
+    assert code == 2 and "more problem" not in err and "Traceback" not in err
+    path = tmp_path / "typo.yaml"
+    assert f"error: 4 problems in {path}:" in err
+    named = [line.strip() for line in err.splitlines()[1:]]
+    assert [line.split(": ")[:2] for line in named] == [
+        [f"{path}:2", "questoin"], [f"{path}:7", "provider.script[1].answr"], [f"{path}:10", "tools[0].defualt"],
+        [f"{path}:14", "expect.events.round_endd"]]
+    assert "unknown key 'answr'; did you mean 'answer'?" in named[1]
+    assert "unknown key 'defualt'; did you mean 'default'?" in named[2]
+    assert "unknown event type 'round_endd'" in named[3]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_misspelled_required_key_is_reported_as_unknown_not_as_missing(tmp_path: Path) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(SCENARIO.replace("question:", "questoin:"))
+    with pytest.raises(UserInputError) as info:
+        load_scenario(path)
+    err = info.value
+    assert (err.line, err.key) == (2, "questoin")
+    assert err.message == "unknown key 'questoin'; did you mean 'question'?"
+    assert "required key is missing" not in str(err) and "question, settings" in err.expected
+    path.write_text(SCENARIO.replace("question:", "asked:"))     # nothing near: the consequence is said too
+    with pytest.raises(UserInputError) as info:
+        load_scenario(path)
+    assert [(p.key, p.message) for p in info.value.problems] == [
+        ("question", "required key is missing"), ("asked", "unknown key 'asked'")]
+
+
+def test_a_misspelled_key_inside_a_plain_union_is_suggested_too(tmp_path: Path) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(SCENARIO.replace("  stop_reason: answered", "  rounds: {mn: 1}\n  stop_reason: answerd"))
+    with pytest.raises(UserInputError) as info:
+        load_scenario(path)
+    problems = [(p.line, p.key, p.message) for p in info.value.problems]
+    assert problems[0] == (12, "expect.rounds.mn", "unknown key 'mn'; did you mean 'min'?")   # not "no valid integer"
+    assert problems[1][:2] == (13, "expect.stop_reason") and "(got 'answerd')" in problems[1][2]
+    assert len(problems) == 2
