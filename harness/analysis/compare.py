@@ -460,9 +460,12 @@ COLUMNS = {
     "Δloops p": "loops caught only by this rule : only by the shipped rule, exact McNemar p",
     "premature": "labelled useful runs stopped before their useful end: k/n (rate)",
     "early": "stops before a loop that caught none (count)",
-    "latency": "median rounds from a caught loop's first round to the stop",
-    "loop tokens res / pref": "estimated tokens spent inside labelled loops before the stop, reserve / "
-                              "prefix-refund",
+    "latency (rounds)": "median rounds from a caught loop's first round to the stop",
+    "loop tokens reserve / prefix-refund": "estimated tokens spent inside labelled loops before the stop, as "
+                                           "`reserve` charges them (every request's whole prompt and output "
+                                           "allowance, again each round) / as `prefix-refund` charges them (only "
+                                           "the new part of the prompt and the output): the first is often 10 to "
+                                           "100 times the second",
 }
 """What each column of the table means (the Markdown prints this legend)."""
 
@@ -491,8 +494,9 @@ def row(comp: Comparison, rule: str, corpus: str, part: str) -> dict[str, Any] |
             "loops caught": cell.recall_rate.text(), "Δloops p": loops_diff,
             "premature": _frac(cell.premature, cell.useful, cell.premature_share),
             "early": str(cell.early) if cell.loops else "–",
-            "latency": f"{lat:g}" if lat is not None else "–",
-            "loop tokens res / pref": f"{cell.tokens_reserve:,} / {cell.tokens_prefix:,}" if cell.loops else "–"}
+            "latency (rounds)": f"{lat:g}" if lat is not None else "–",
+            "loop tokens reserve / prefix-refund": f"{cell.tokens_reserve:,} / {cell.tokens_prefix:,}"
+            if cell.loops else "–"}
 
 
 def rows(comp: Comparison, parts: Sequence[str] = ("held-out", "dev", "all"),
@@ -506,6 +510,21 @@ def rows(comp: Comparison, parts: Sequence[str] = ("held-out", "dev", "all"),
                 if r is not None:
                     out.append(r)
     return out
+
+
+def pooled_part(comp: Comparison) -> str:
+    """The part the short tables show: held-out, or every run when nothing is held out."""
+    return "held-out" if comp.members("all", "held-out") else "all"
+
+
+TERMINAL_LEGEND = (
+    "Units: harm, loops caught, premature: runs, k/n (rate, 95% Wilson interval); rounds saved and tokens saved: "
+    "% of the failed runs' rounds and estimated tokens after the stop; Δ columns: percentage points against the "
+    "shipped rule on the same runs; early: stops before a loop (runs); latency: rounds, the median from a caught "
+    "loop's first round to the stop; loop tokens: estimated tokens spent inside labelled loops before the stop, "
+    "charged under reserve (the whole prompt again each round) / under prefix-refund (only the new part), hence "
+    "often 10 to 100 times apart.")
+"""The line under `imprint compare`'s terminal table: what its figures count."""
 
 
 def _table(table: list[dict[str, Any]], drop: Sequence[str] = ()) -> list[str]:
