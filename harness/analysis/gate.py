@@ -369,8 +369,13 @@ def run_gate(paths: Sequence[str | Path], cfg: GateConfig, label_files: Sequence
                          rule=ps["rule"], rule_params=ps["rule_params"])
     if frames.runs.empty:
         raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
-    return [premature_stops(frames, labels, cfg, expect_all), divergence(frames, cfg), overruns(frames, cfg)], frames, \
-        list(cfg.warnings) + list(frames.warnings)
+    return judge_frames(frames, cfg, labels, expect_all), frames, list(cfg.warnings) + list(frames.warnings)
+
+
+def judge_frames(frames: Frames, cfg: GateConfig, labels: Labels, expect_all: bool = False) -> list[Condition]:
+    """The three conditions over frames already loaded as `run_gate` loads
+    them (the report judges the frames it draws)."""
+    return [premature_stops(frames, labels, cfg, expect_all), divergence(frames, cfg), overruns(frames, cfg)]
 
 
 def junit_xml(conditions: Sequence[Condition], run_words: str, run_ok: bool, config: str) -> str:
