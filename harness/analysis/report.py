@@ -162,8 +162,10 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
         raise UserInputError.from_os_error(exc, doing="write the report", key="--out",
                                            expected="a folder that can be written") from None
     try:
+        from .reportsections import git_ignored
+        committed = git_ignored(out) is False          # a folder git tracks: links only to what every checkout has
         sections = build_sections(frames, stage, select=select, max_runs=max_runs, judged=judged, rule=rule,
-                                  comparison=comparison, gate=gate)
+                                  comparison=comparison, gate=gate, committed=committed)
         for s in sections:
             if s.image:
                 s.image = Path(s.image).name

@@ -76,23 +76,83 @@ def gate_section(g: GateVerdict) -> Section:
 
 
 # ---- the stop rule's accuracy on labelled runs ----------------------------------------------------
-def _href(path: Any, out: Path) -> str | None:
-    """A link from the report to a run's file. A raw trajectory converted in
-    memory is named as its round log would be (x.jsonl): link the raw file
-    beside it (x.traj.json.gz), or the file of many runs it came from."""
+def _origin(path: Any) -> Path | None:
+    """The file a run came from. A raw trajectory converted in memory is
+    named as its round log would be (x.jsonl): the raw file beside it
+    (x.traj.json.gz), or the file of many runs it came from."""
     if not path or (isinstance(path, float) and math.isnan(path)):
         return None
     p = Path(str(path))
     if not p.is_file():
         beside = sorted(q for q in p.parent.glob(glob_escape(p.stem) + ".*") if q.is_file())
         p = beside[0] if beside else next((a for a in p.parents if a.is_file()), p)
-    if not p.is_file():
+    return p if p.is_file() else None
+
+
+def git_ignored(path: Path) -> bool | None:
+    """Whether git ignores `path` (None: not in a git work tree, or no git)."""
+    import subprocess
+    path = Path(path).resolve()
+    where = path if path.is_dir() else path.parent
+    while not where.exists():
+        where = where.parent
+    try:
+        inside = subprocess.run(["git", "-C", str(where), "rev-parse", "--is-inside-work-tree"],
+                                capture_output=True, text=True, timeout=10)
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        return subprocess.run(["git", "-C", str(where), "check-ignore", "-q", str(path)],
+                              capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
         return None
-    return Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
 
 
-def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str, max_runs: int) -> Section:
+@dataclass
+class Link:
+    """A link from the report to a run's file, or why there is none."""
+    href: str | None
+    note: str = ""
+
+
+def _link_to(path: Any, out: Path, committed: bool) -> Link:
+    """A committed report (its folder tracked by git) links no file that git
+    ignores (a run folder under traces/runs/: absent from every other
+    checkout); a gzip file is said to be a download (a browser saves it
+    rather than showing it)."""
+    p = _origin(path)
+    if p is None:
+        return Link(None)
+    if committed and git_ignored(p):
+        return Link(None, f" (in {Path(os.path.relpath(p.parent.resolve())).as_posix()}, ignored by git: not linked "
+                          "from a committed report)")
+    href = Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
+    return Link(href, " (a .gz file: the link downloads it; `imprint replay` reads it)" if p.suffix == ".gz" else "")
+
+
+def _same_runs(bad: Sequence[Any]) -> dict[int, list[Any]]:
+    """A regression stored from a run of another corpus is that run: per
+    failing run (by id), the regressions among `bad` that came from its file."""
+    by_file: dict[Path, Any] = {}
+    for jr in bad:
+        if jr.source != "regressions":
+            o = _origin(jr.row.path)
+            if o is not None:
+                by_file.setdefault(o.resolve(), jr)
+    out: dict[int, list[Any]] = {}
+    for jr in bad:
+        if jr.source == "regressions" and jr.label.source:
+            twin = by_file.get(Path(jr.label.source).resolve())
+            if twin is not None:
+                out.setdefault(id(twin), []).append(jr)
+    return out
+
+
+def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str, max_runs: int,
+                     committed: bool = False) -> Section:
     bad = failing_runs(judged)
+    twins = _same_runs(bad)
+    stored = {id(r) for rs in twins.values() for r in rs}
+    bad = [jr for jr in bad if id(jr) not in stored]       # listed (and plotted) once, under the run it came from
     shown = spread(bad, max_runs)
     labels = {jr.row.run: jr.label for jr in judged}
     path = plot_novelty(frames, out, [frames.runs[frames.runs["run"] == jr.row.run].iloc[0].to_dict() for jr in shown],
@@ -109,8 +169,10 @@ def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str
     s.tables.append(("per corpus", accuracy_table(judged)))
     plotted = {jr.row.run for jr in shown}
     for jr in bad:
-        text = "; ".join(jr.problems()) + (" (plotted below)" if jr.row.run in plotted else "")
-        s.links.append((f"{jr.source}: {jr.row.run}", _href(jr.row.path, out), text))
+        link = _link_to(jr.row.path, out, committed)
+        also = "".join(f"; also the regression {r.label.name}" for r in twins.get(id(jr), []))
+        text = "; ".join(jr.problems()) + also + (" (plotted below)" if jr.row.run in plotted else "") + link.note
+        s.links.append((f"{jr.source}: {jr.row.run}", link.href, text))
     if not bad:
         s.notes.append(f"Every one of the {len(judged)} labelled run(s) holds.")
     return s
@@ -191,7 +253,7 @@ def stored_comparison(comparison: Path, out: Path) -> tuple[dict, str | None, st
 # ---- all sections ---------------------------------------------------------------------------------
 def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6,
                    judged: Sequence[Any] = (), rule: str = "", comparison: Path | Any | None = None,
-                   gate: GateVerdict | None = None) -> list[Section]:
+                   gate: GateVerdict | None = None, committed: bool = False) -> list[Section]:
     """The report's sections: the gate's verdict first (`gate`), then the
     stop rule's accuracy when labelled runs are among the inputs (`judged`:
     the gate's `judged_runs`), then the rules compared (`comparison`: a
@@ -202,7 +264,7 @@ def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max
     if gate is not None:
         sections.append(gate_section(gate))
     if judged:
-        sections.append(accuracy_section(frames, judged, out, rule, max_runs))
+        sections.append(accuracy_section(frames, judged, out, rule, max_runs, committed))
     if comparison is not None:
         data, image, source = comparison(out) if callable(comparison) else stored_comparison(Path(comparison), out)
         if data:
