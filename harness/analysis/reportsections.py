@@ -126,7 +126,7 @@ def _link_to(path: Any, out: Path, committed: bool) -> Link:
         return Link(None, f" (in {Path(os.path.relpath(p.parent.resolve())).as_posix()}, ignored by git: not linked "
                           "from a committed report)")
     href = Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
-    return Link(href, " (a .gz file: the link downloads it; `imprint replay` reads it)" if p.suffix == ".gz" else "")
+    return Link(href, " (↓ .gz: a download)" if p.suffix == ".gz" else "")
 
 
 def _same_runs(bad: Sequence[Any]) -> dict[int, list[Any]]:
@@ -175,6 +175,9 @@ def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str
         s.links.append((f"{jr.source}: {jr.row.run}", link.href, text))
     if not bad:
         s.notes.append(f"Every one of the {len(judged)} labelled run(s) holds.")
+    if any("↓ .gz" in text for _, _, text in s.links):
+        s.notes.append("A link marked ↓ .gz is a gzip file: the browser saves it rather than showing it; "
+                       "`imprint replay FILE` reads it as it is.")
     return s
 
 

@@ -141,7 +141,7 @@ def test_links_say_a_gz_is_a_download_and_a_committed_report_skips_ignored_runs(
     assert ignored.href is None and "ignored by git: not linked from a committed report" in ignored.note
     assert _link_to(tmp_path / "runs" / "r1" / "a.jsonl", scratch, False).href == "../../runs/r1/a.jsonl"
     gz = _link_to(tmp_path / "data" / "b.jsonl", committed, True)     # a raw trajectory converted in memory
-    assert gz.href == "../../data/b.traj.json.gz" and "the link downloads it" in gz.note
+    assert gz.href == "../../data/b.traj.json.gz" and "↓ .gz: a download" in gz.note
 
 
 def test_markers_that_would_coincide_are_spread_apart() -> None:
