@@ -62,7 +62,7 @@ def test_policy_pair_is_the_same_script_under_both_policies(inputs: Path) -> Non
     pairs = policy_pairs(load_frames([inputs]))
     assert len(pairs) == 1
     a, b, how = pairs[0]
-    assert (a["name"], b["name"], how) == ("policy-reserve", "policy-prefix-refund", "the same question")
+    assert (a["name"], b["name"], how) == ("policy-reserve", "policy-prefix-refund", "the same scenario")
     assert a["charged"] == a["reserved"] and b["charged"] < b["reserved"]
 
 
