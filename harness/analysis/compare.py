@@ -461,9 +461,12 @@ COLUMNS = {
     "Δloops p": "loops caught only by this rule : only by the shipped rule, exact McNemar p",
     "premature": "labelled useful runs stopped before their useful end: k/n (rate)",
     "early": "stops before a loop that caught none (count)",
-    "latency": "median rounds from a caught loop's first round to the stop",
-    "loop tokens res / pref": "estimated tokens spent inside labelled loops before the stop, reserve / "
-                              "prefix-refund",
+    "latency (rounds)": "median rounds from a caught loop's first round to the stop",
+    "loop tokens reserve / prefix-refund": "estimated tokens spent inside labelled loops before the stop, as "
+                                           "`reserve` charges them (every request's whole prompt and output "
+                                           "allowance, again each round) / as `prefix-refund` charges them (only "
+                                           "the new part of the prompt and the output): the first is often 10 to "
+                                           "100 times the second",
 }
 """What each column of the table means (the Markdown prints this legend)."""
 
@@ -492,8 +495,9 @@ def row(comp: Comparison, rule: str, corpus: str, part: str) -> dict[str, Any] |
             "loops caught": cell.recall_rate.text(), "Δloops p": loops_diff,
             "premature": _frac(cell.premature, cell.useful, cell.premature_share),
             "early": str(cell.early) if cell.loops else "–",
-            "latency": f"{lat:g}" if lat is not None else "–",
-            "loop tokens res / pref": f"{cell.tokens_reserve:,} / {cell.tokens_prefix:,}" if cell.loops else "–"}
+            "latency (rounds)": f"{lat:g}" if lat is not None else "–",
+            "loop tokens reserve / prefix-refund": f"{cell.tokens_reserve:,} / {cell.tokens_prefix:,}"
+            if cell.loops else "–"}
 
 
 def rows(comp: Comparison, parts: Sequence[str] = ("held-out", "dev", "all"),
@@ -507,6 +511,21 @@ def rows(comp: Comparison, parts: Sequence[str] = ("held-out", "dev", "all"),
                 if r is not None:
                     out.append(r)
     return out
+
+
+def pooled_part(comp: Comparison) -> str:
+    """The part the short tables show: held-out, or every run when nothing is held out."""
+    return "held-out" if comp.members("all", "held-out") else "all"
+
+
+TERMINAL_LEGEND = (
+    "Units: harm, loops caught, premature: runs, k/n (rate, 95% Wilson interval); rounds saved and tokens saved: "
+    "% of the failed runs' rounds and estimated tokens after the stop; Δ columns: percentage points against the "
+    "shipped rule on the same runs; early: stops before a loop (runs); latency: rounds, the median from a caught "
+    "loop's first round to the stop; loop tokens: estimated tokens spent inside labelled loops before the stop, "
+    "charged under reserve (the whole prompt again each round) / under prefix-refund (only the new part), hence "
+    "often 10 to 100 times apart.")
+"""The line under `imprint compare`'s terminal table: what its figures count."""
 
 
 def _table(table: list[dict[str, Any]], drop: Sequence[str] = ()) -> list[str]:
@@ -553,14 +572,39 @@ def markdown(comp: Comparison, command: str, parts: Sequence[str] = PARTS, decis
     return "\n".join(lines) + "\n"
 
 
-def _point(ax, cell: Cell, x_of, y_of, **kw) -> None:
-    """One rule's point with its intervals as error bars (x: harm, y: the other figure)."""
+def _point(ax, cell: Cell, x_of, y_of, dx: float = 0.0, dy: float = 0.0, **kw) -> None:
+    """One rule's point with its intervals as error bars (x: harm, y: the
+    other figure), drawn `dx`, `dy` percentage points off its place."""
     x, xlo, xhi = x_of(cell)
     y, ylo, yhi = y_of(cell)
     if x is None or y is None:
         return
-    ax.errorbar([x * 100], [y * 100], xerr=[[max(0, (x - xlo) * 100)], [max(0, (xhi - x) * 100)]],
+    ax.errorbar([x * 100 + dx], [y * 100 + dy], xerr=[[max(0, (x - xlo) * 100)], [max(0, (xhi - x) * 100)]],
                 yerr=[[max(0, (y - ylo) * 100)], [max(0, (yhi - y) * 100)]], capsize=2, elinewidth=0.8, **kw)
+
+
+DODGE_RADIUS = 3.0
+"""Percentage points: how far apart markers that would coincide are drawn."""
+
+
+def dodge(points: Sequence[tuple[float, float] | None], near: float = 2.0,
+          radius: float = DODGE_RADIUS) -> list[tuple[float, float]]:
+    """Offsets (dx, dy) that spread markers that would hide one another
+    (within `near` points of each other, as at (0, 0) where many rules catch
+    nothing and harm nothing) evenly on a circle of `radius` around their
+    place; a marker alone keeps its place."""
+    import math
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, pt in enumerate(points):
+        if pt is not None:
+            groups.setdefault((round(pt[0] / near), round(pt[1] / near)), []).append(i)
+    out = [(0.0, 0.0)] * len(points)
+    for members in groups.values():
+        if len(members) > 1:
+            for k, i in enumerate(members):
+                a = math.pi / 2 + 2 * math.pi * k / len(members)
+                out[i] = (radius * math.cos(a), radius * math.sin(a))
+    return out
 
 
 def _harm_xy(cell: Cell):
@@ -596,12 +640,18 @@ def plot(comp: Comparison, path, part: str = "held-out") -> None:
     markers = "osD^v<>Ph*X"
     for k, (corpus, (y_of, ylabel)) in enumerate(panels):
         ax = axes[k // ncols][k % ncols]
-        for i, c in enumerate(comp.rules):
-            cell = comp.cells.get((c.label, corpus, part))
+        cells = [comp.cells.get((c.label, corpus, part)) for c in comp.rules]
+        where = []
+        for cell in cells:
+            x, y = (_harm_xy(cell)[0], y_of(cell)[0]) if cell is not None else (None, None)
+            where.append(None if x is None or y is None else (x * 100, y * 100))
+        offsets = dodge(where)
+        for i, (c, cell) in enumerate(zip(comp.rules, cells)):
             if cell is None:
                 continue
             color = plt.cm.tab20(i % 20)
-            _point(ax, cell, _harm_xy, y_of, fmt=markers[i % len(markers)], color=color, markersize=6,
+            # the legend names every rule once, with the marker and colour it has in every panel
+            _point(ax, cell, _harm_xy, y_of, *offsets[i], fmt=markers[i % len(markers)], color=color, markersize=6,
                    alpha=0.85, label=c.label if k == 0 else None)
         total = comp.cells.get((comp.rules[0].label, corpus, part)) if comp.rules else None
         title = ("pooled" if corpus == "all" else corpus) + f" ({part})"
@@ -610,15 +660,17 @@ def plot(comp: Comparison, path, part: str = "held-out") -> None:
         ax.set_title(title, fontsize=8)
         ax.set_xlabel("harm (% of successful runs)", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
-        ax.set_xlim(-3, 103)
-        ax.set_ylim(-3, 103)
+        ax.set_xlim(-6, 106)
+        ax.set_ylim(-6, 106)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if labels:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False,
+                   title=f"rules ({part} part; markers that would coincide are spread {DODGE_RADIUS:g} points "
+                         "around their place)", title_fontsize=8)
     fig.tight_layout(rect=(0, 0.06 if nrows < 4 else 0.035, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

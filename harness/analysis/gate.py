@@ -369,5 +369,51 @@ def run_gate(paths: Sequence[str | Path], cfg: GateConfig, label_files: Sequence
                          rule=ps["rule"], rule_params=ps["rule_params"])
     if frames.runs.empty:
         raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
-    return [premature_stops(frames, labels, cfg, expect_all), divergence(frames, cfg), overruns(frames, cfg)], frames, \
-        list(cfg.warnings) + list(frames.warnings)
+    return judge_frames(frames, cfg, labels, expect_all), frames, list(cfg.warnings) + list(frames.warnings)
+
+
+def judge_frames(frames: Frames, cfg: GateConfig, labels: Labels, expect_all: bool = False) -> list[Condition]:
+    """The three conditions over frames already loaded as `run_gate` loads
+    them (the report judges the frames it draws)."""
+    return [premature_stops(frames, labels, cfg, expect_all), divergence(frames, cfg), overruns(frames, cfg)]
+
+
+def junit_xml(conditions: Sequence[Condition], run_words: str, run_ok: bool, config: str) -> str:
+    """The gate as a JUnit XML report for a CI dashboard: a test case per
+    line of the gate's table (a `failure` where it fails, `skipped` where it
+    is listed and not judged), the judged run as a case of its own, each
+    condition's notes in its suite's `system-out`."""
+    import xml.etree.ElementTree as ET
+    root = ET.Element("testsuites", name=f"imprint check ({config})")
+    suites: dict[str, list[tuple[str, bool | None, dict[str, Any]]]] = {"imprint check": [
+        ("judged run", run_ok, {"figure": run_words, "threshold": "a complete run"})]}
+    for c in conditions:
+        suites[f"{c.number}. {c.name}"] = [(str(row["subject"]), row["passed"], row) for row in c.rows] or \
+            [("no data", False, {"figure": "no data", "threshold": "-"})]
+    details = {f"{c.number}. {c.name}": c.details for c in conditions}
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    for suite, cases in suites.items():
+        el = ET.SubElement(root, "testsuite", name=suite)
+        counts = {"tests": len(cases), "failures": 0, "skipped": 0}
+        for name, passed, row in cases:
+            case = ET.SubElement(el, "testcase", classname=suite, name=str(name))
+            text = f"{row.get('figure', '')} (threshold: {row.get('threshold', '')})"
+            if passed is None:
+                ET.SubElement(case, "skipped", message=f"not judged: {text}")
+                counts["skipped"] += 1
+            elif not passed:
+                ET.SubElement(case, "failure", message=f"FAILS: {text}", type="gate").text = text
+                counts["failures"] += 1
+            else:
+                ET.SubElement(case, "system-out").text = f"holds: {text}"
+        if details.get(suite):
+            ET.SubElement(el, "system-out").text = "\n".join(details[suite])
+        for k, v in counts.items():
+            el.set(k, str(v))
+            totals[k] += v
+        el.set("errors", "0")
+    for k, v in totals.items():
+        root.set(k, str(v))
+    root.set("errors", "0")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -65,6 +65,8 @@ def render_html(sections: list[Section], frames: Frames, title: str, generated: 
     parts = [f'<p class="note">{html.escape(w)}</p>' for w in [*notes, *_page_notes(frames)]]
     for s in sections:
         parts.append(f'<h2 id="{_slug(s.title)}">{html.escape(s.title)}</h2>')
+        if s.verdict:
+            parts.append(f'<p class="verdict {"pass" if s.verdict[0] else "fail"}">{_code(s.verdict[1])}</p>')
         if s.intro:
             parts.append(f"<p>{_code(s.intro)}</p>")
         for n in s.notes:
@@ -73,8 +75,9 @@ def render_html(sections: list[Section], frames: Frames, title: str, generated: 
         tables = []
         for caption, df in s.tables:
             body = df.to_html(index=False, border=0, escape=True, na_rep="-")
-            tables.append(body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
-                          .replace(">", f"><caption>{html.escape(caption)}</caption>", 1))
+            # each table in a box that scrolls on its own (the page never does); its cells wrap first
+            tables.append('<div class="table-wrap">' + body.replace("<table", f"<table title=\"{html.escape(caption)}\"", 1)
+                          .replace(">", f"><caption>{html.escape(caption)}</caption>", 1) + "</div>")
         if s.links:
             items = "".join(f'<li>{_link(label, href)}: {html.escape(text)}</li>' for label, href, text in s.links)
             tables.append(f'<ul class="runs">{items}</ul>')
@@ -101,6 +104,8 @@ def render_markdown(sections: list[Section], frames: Frames, title: str, generat
         lines += [f"> {w}", ""]
     for s in sections:
         lines += [f"## {s.title}", ""]
+        if s.verdict:
+            lines += [f"**{s.verdict[1]}**", ""]
         if s.intro:
             lines += [s.intro, ""]
         for n in s.notes:
@@ -128,10 +133,14 @@ REPORT_FILES = frozenset(PLOT_NAMES) | {"index.html", "summary.md"}
 
 def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint research-loop report",
                  select: Sequence[str] = (), max_runs: int = 6, judged: Sequence[Any] = (),
-                 rule: str = "", comparison: Path | None = None, notes: Sequence[str] = ()) -> dict[str, Path]:
+                 rule: str = "", comparison: Any = None, notes: Sequence[str] = (),
+                 gate: Any = None) -> dict[str, Path]:
     """`judged`: the labelled runs as the gate judged them (`gate.judged_runs`),
     for the accuracy section; `rule`: the stop rule they were replayed with, in words;
-    `notes`: lines for the top of the page (the run it judges).
+    `comparison`: a compare.json, or a callable computing the comparison
+    (`reportsections.build_sections`); `gate`: the gate's verdict on these
+    inputs (`reportsections.GateVerdict`), the page's opening;
+    `notes`: lines for the top of the page.
 
     The report is written whole in a staging folder beside `out`, then
     swapped in (`swap_in`): killed at any point, `out` holds the old report
@@ -153,8 +162,10 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
         raise UserInputError.from_os_error(exc, doing="write the report", key="--out",
                                            expected="a folder that can be written") from None
     try:
+        from .reportsections import git_ignored
+        committed = git_ignored(out) is False          # a folder git tracks: links only to what every checkout has
         sections = build_sections(frames, stage, select=select, max_runs=max_runs, judged=judged, rule=rule,
-                                  comparison=comparison)
+                                  comparison=comparison, gate=gate, committed=committed)
         for s in sections:
             if s.image:
                 s.image = Path(s.image).name

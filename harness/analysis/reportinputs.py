@@ -38,34 +38,45 @@ def spread(runs: list[Any], limit: int) -> list[Any]:
 _POLICY_WORDS = re.compile(r"(^|[-_])(policy|reserve|prefix|refund|prefix-refund)(?=$|[-_])")
 
 
+def scenario_key(name: Any) -> str:
+    """A scenario's name without its policy words: a scenario run under both
+    policies keeps its name, and the library's twin files are named for it
+    (policy-reserve, policy-prefix-refund)."""
+    return _POLICY_WORDS.sub("", str(name))
+
+
 def policy_pairs(frames: Frames) -> list[tuple[dict, dict, str]]:
-    """(reserve run, prefix-refund run, how matched) per provider: runs of
-    the same question and provider under both policies; failing that, runs
-    whose names match once the policy words are taken out."""
-    runs = frames.runs[(frames.runs["source"] == "trace") & frames.runs["policy"].notna()]
+    """(reserve run, prefix-refund run, how matched) per provider: the same
+    scenario under both policies, by name (`scenario_key`), on the same
+    question and token budget. Only scenarios run under both are paired: a
+    run under one policy alone is never set beside another scenario's."""
+    from .reporttables import trace_runs
+    runs = trace_runs(frames)
+    runs = runs[runs["policy"].notna()]
     pairs = []
     for provider, g in runs.groupby("provider"):
-        found = None
-        best_key = None
-        for key_name, keyfn in (("the same question", lambda r: r["question"]),
-                                ("matching names", lambda r: _POLICY_WORDS.sub("", str(r["name"])))):
-            groups: dict[Any, dict[str, list[dict]]] = {}
-            for r in g.to_dict("records"):
-                groups.setdefault(keyfn(r), {}).setdefault(r["policy"], []).append(r)
-            for key, by in groups.items():
-                for a in by.get("reserve", []):
-                    for b in by.get("prefix-refund", []):
-                        score = (_POLICY_WORDS.sub("", str(a["name"])) == _POLICY_WORDS.sub("", str(b["name"])),
-                                 a.get("token_budget") == b.get("token_budget"),
-                                 "policy" in str(a["name"]) + str(b["name"]),
-                                 (a["requests"] or 0) + (b["requests"] or 0))
-                        if best_key is None or score > best_key:
-                            best_key, found = score, (a, b, key_name)
-            if found:
-                break
-        if found:
-            pairs.append(found)
+        groups: dict[Any, dict[str, list[dict]]] = {}
+        for r in g.to_dict("records"):
+            key = (scenario_key(r["name"]), r["question"], r.get("token_budget"))
+            groups.setdefault(key, {}).setdefault(r["policy"], []).append(r)
+        both = [(by["reserve"][0], by["prefix-refund"][0]) for by in groups.values()
+                if by.get("reserve") and by.get("prefix-refund")]
+        if both:
+            a, b = max(both, key=lambda ab: (ab[0]["requests"] or 0) + (ab[1]["requests"] or 0))
+            pairs.append((a, b, "the same scenario"))
     return pairs
+
+
+def unpaired(frames: Frames) -> list[str]:
+    """The scenarios run under one policy only that name a policy (a
+    `reserve` twin whose other half is not among the inputs)."""
+    from .reporttables import trace_runs
+    runs = trace_runs(frames)
+    runs = runs[runs["policy"].notna()]
+    paired = {(a["provider"], a["name"]) for a, b, _ in policy_pairs(frames)} | \
+        {(b["provider"], b["name"]) for a, b, _ in policy_pairs(frames)}
+    return sorted({f"{r['name']} ({r['provider']}, {r['policy']})" for r in runs.to_dict("records")
+                   if r["policy"] == "reserve" and (r["provider"], r["name"]) not in paired})
 
 
 # ---- runs worth a panel ---------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import pandas as pd
 
 from ..ratios import ratio_stats
 from .frames import Frames
-from .reportinputs import STOP_ORDER, policy_pairs
-from .reporttables import secs
+from .reportinputs import STOP_ORDER, policy_pairs, unpaired
+from .reporttables import secs, trace_runs
 
 MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0a030", "cancelled": "#9a9a9a"}
 DPI = 110
@@ -127,18 +127,16 @@ def plot_estimates(frames: Frames, out: Path, colors: dict[str, str]) -> tuple[P
 def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd.DataFrame]:
     pairs = policy_pairs(frames)
     notes: list[str] = []
-    runs = frames.runs[frames.runs["source"] == "trace"]
+    alone = unpaired(frames)
+    if alone:
+        notes.append("Not paired, as no run of the same scenario under prefix-refund is among the inputs: "
+                     + ", ".join(alone) + ".")
     if not pairs:
+        runs = trace_runs(frames)
         have = sorted(runs["policy"].dropna().unique())
-        notes.append("No scenario ran under both policies on one provider"
-                     + (f" (policies present: {', '.join(have)})" if have else "")
-                     + ("; showing one run per policy instead." if len(have) == 2 else "."))
-        if len(have) == 2:
-            a = runs[runs["policy"] == "reserve"].sort_values("requests").iloc[-1].to_dict()
-            b = runs[runs["policy"] == "prefix-refund"].sort_values("requests").iloc[-1].to_dict()
-            pairs = [(a, b, "not matched: different scenarios")]
-        else:
-            return None, notes, pd.DataFrame()
+        notes.insert(0, "No scenario ran under both policies on one provider"
+                     + (f" (policies present: {', '.join(have)})." if have else "."))
+        return None, notes, pd.DataFrame()
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
     pairs = pairs[:3]
@@ -179,7 +177,7 @@ def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd
                           "stop": stop, "matched by": how})
         # one y scale for a pair of the same script, so the two policies compare at a glance; runs of
         # different scripts, or scales so far apart that one panel would be a flat line, each get their own
-        shared = how != "not matched: different scenarios" and max(tops) <= 3 * max(min(tops), 1.0)
+        shared = max(tops) <= 3 * max(min(tops), 1.0)
         shared_all &= shared
         for ax, top in zip(row, tops):
             ax.set_ylim(0, (max(tops) if shared else top) * 1.08 or 1)
@@ -190,7 +188,7 @@ def plot_policies(frames: Frames, out: Path) -> tuple[Path | None, list[str], pd
 
 # ---- stop reasons and final modes -----------------------------------------------------------------
 def plot_stops(frames: Frames, out: Path) -> Path | None:
-    runs = frames.runs[frames.runs["source"] == "trace"]
+    runs = trace_runs(frames)
     if runs.empty:
         return None
     plt = pyplot()
@@ -222,12 +220,13 @@ def plot_stops(frames: Frames, out: Path) -> Path | None:
 
 # ---- deadline overshoot ---------------------------------------------------------------------------
 def plot_overshoot(frames: Frames, out: Path, colors: dict[str, str]) -> Path | None:
-    runs = frames.runs[frames.runs["source"] == "trace"]
+    runs = trace_runs(frames)
     if runs.empty:
         return None
     plt = pyplot()
     providers = sorted(runs["provider"].dropna().unique())
-    tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)]
+    tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)
+                           & frames.tool_calls["run"].isin(runs["run"])]
     fig, ax = plt.subplots(figsize=(max(2.6 * len(providers) + 3, 7.5), 3.8), constrained_layout=True)
     for i, provider in enumerate(providers):
         g = runs[runs["provider"] == provider]

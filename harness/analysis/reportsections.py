@@ -33,30 +33,126 @@ class Section:
     notes: list[str] = field(default_factory=list)
     links: list[tuple[str, str | None, str]] = field(default_factory=list)   # (label, href, text after it)
     figures_first: bool = True     # False: the tables (the figures a reader came for) above the image
+    verdict: tuple[bool, str] | None = None    # (passed, words): a banner above everything else in the section
 
     @property
     def empty(self) -> bool:
-        return not (self.image or self.tables or self.notes or self.links)
+        return not (self.image or self.tables or self.notes or self.links or self.verdict)
+
+
+# ---- the release gate's verdict -------------------------------------------------------------------
+@dataclass
+class GateVerdict:
+    """`imprint check`'s verdict on the report's own inputs: its conditions,
+    the run it judged (in words) and whether that run is as it should be."""
+    conditions: list[Any]
+    run_words: str
+    run_ok: bool
+    config: str
+
+    @property
+    def passed(self) -> bool:
+        return self.run_ok and all(c.passed for c in self.conditions)
+
+
+def gate_section(g: GateVerdict) -> Section:
+    """The page's opening: the gate's verdict, the run it judged, and its
+    table, line by line, as `imprint check` prints it."""
+    failed = [f"{c.number}. {c.name}" for c in g.conditions if not c.passed]
+    words = ("holds: all three conditions hold" if g.passed else
+             "FAILS: " + "; ".join(([] if g.run_ok else ["no run judged"]) + [f"condition {f}" for f in failed]))
+    rows = []
+    for c in g.conditions:
+        for i, row in enumerate(c.rows or [{"subject": "-", "figure": "no data", "threshold": "-", "passed": False}]):
+            rows.append({"condition": f"{c.number}. {c.name}" if i == 0 else "", "subject": str(row["subject"]),
+                         "figure": str(row["figure"]), "threshold": str(row["threshold"]),
+                         "verdict": "holds" if row["passed"] else "not judged" if row["passed"] is None else "FAILS"})
+    return Section("Release gate",
+                   f"`imprint check` on the report's own inputs, against `{g.config}`: ADR 0102's three invalidation "
+                   "conditions, one line per corpus, provider and figure. Its notes, run by run, are what "
+                   "`imprint check` prints below its table.",
+                   verdict=(g.passed, f"Gate {words}. Judged run: {g.run_words}."),
+                   tables=[("the gate, line by line", pd.DataFrame(rows))], figures_first=False)
 
 
 # ---- the stop rule's accuracy on labelled runs ----------------------------------------------------
-def _href(path: Any, out: Path) -> str | None:
-    """A link from the report to a run's file. A raw trajectory converted in
-    memory is named as its round log would be (x.jsonl): link the raw file
-    beside it (x.traj.json.gz), or the file of many runs it came from."""
+def _origin(path: Any) -> Path | None:
+    """The file a run came from. A raw trajectory converted in memory is
+    named as its round log would be (x.jsonl): the raw file beside it
+    (x.traj.json.gz), or the file of many runs it came from."""
     if not path or (isinstance(path, float) and math.isnan(path)):
         return None
     p = Path(str(path))
     if not p.is_file():
         beside = sorted(q for q in p.parent.glob(glob_escape(p.stem) + ".*") if q.is_file())
         p = beside[0] if beside else next((a for a in p.parents if a.is_file()), p)
-    if not p.is_file():
+    return p if p.is_file() else None
+
+
+def git_ignored(path: Path) -> bool | None:
+    """Whether git ignores `path` (None: not in a git work tree, or no git)."""
+    import subprocess
+    path = Path(path).resolve()
+    where = path if path.is_dir() else path.parent
+    while not where.exists():
+        where = where.parent
+    try:
+        inside = subprocess.run(["git", "-C", str(where), "rev-parse", "--is-inside-work-tree"],
+                                capture_output=True, text=True, timeout=10)
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        return subprocess.run(["git", "-C", str(where), "check-ignore", "-q", str(path)],
+                              capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
         return None
-    return Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
 
 
-def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str, max_runs: int) -> Section:
+@dataclass
+class Link:
+    """A link from the report to a run's file, or why there is none."""
+    href: str | None
+    note: str = ""
+
+
+def _link_to(path: Any, out: Path, committed: bool) -> Link:
+    """A committed report (its folder tracked by git) links no file that git
+    ignores (a run folder under traces/runs/: absent from every other
+    checkout); a gzip file is said to be a download (a browser saves it
+    rather than showing it)."""
+    p = _origin(path)
+    if p is None:
+        return Link(None)
+    if committed and git_ignored(p):
+        return Link(None, f" (in {Path(os.path.relpath(p.parent.resolve())).as_posix()}, ignored by git: not linked "
+                          "from a committed report)")
+    href = Path(os.path.relpath(p.resolve(), out.resolve())).as_posix()
+    return Link(href, " (↓ .gz: a download)" if p.suffix == ".gz" else "")
+
+
+def _same_runs(bad: Sequence[Any]) -> dict[int, list[Any]]:
+    """A regression stored from a run of another corpus is that run: per
+    failing run (by id), the regressions among `bad` that came from its file."""
+    by_file: dict[Path, Any] = {}
+    for jr in bad:
+        if jr.source != "regressions":
+            o = _origin(jr.row.path)
+            if o is not None:
+                by_file.setdefault(o.resolve(), jr)
+    out: dict[int, list[Any]] = {}
+    for jr in bad:
+        if jr.source == "regressions" and jr.label.source:
+            twin = by_file.get(Path(jr.label.source).resolve())
+            if twin is not None:
+                out.setdefault(id(twin), []).append(jr)
+    return out
+
+
+def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str, max_runs: int,
+                     committed: bool = False) -> Section:
     bad = failing_runs(judged)
+    twins = _same_runs(bad)
+    stored = {id(r) for rs in twins.values() for r in rs}
+    bad = [jr for jr in bad if id(jr) not in stored]       # listed (and plotted) once, under the run it came from
     shown = spread(bad, max_runs)
     labels = {jr.row.run: jr.label for jr in judged}
     path = plot_novelty(frames, out, [frames.runs[frames.runs["run"] == jr.row.run].iloc[0].to_dict() for jr in shown],
@@ -73,26 +169,26 @@ def accuracy_section(frames: Frames, judged: Sequence[Any], out: Path, rule: str
     s.tables.append(("per corpus", accuracy_table(judged)))
     plotted = {jr.row.run for jr in shown}
     for jr in bad:
-        text = "; ".join(jr.problems()) + (" (plotted below)" if jr.row.run in plotted else "")
-        s.links.append((f"{jr.source}: {jr.row.run}", _href(jr.row.path, out), text))
+        link = _link_to(jr.row.path, out, committed)
+        also = "".join(f"; also the regression {r.label.name}" for r in twins.get(id(jr), []))
+        text = "; ".join(jr.problems()) + also + (" (plotted below)" if jr.row.run in plotted else "") + link.note
+        s.links.append((f"{jr.source}: {jr.row.run}", link.href, text))
     if not bad:
         s.notes.append(f"Every one of the {len(judged)} labelled run(s) holds.")
+    if any("↓ .gz" in text for _, _, text in s.links):
+        s.notes.append("A link marked ↓ .gz is a gzip file: the browser saves it rather than showing it; "
+                       "`imprint replay FILE` reads it as it is.")
     return s
 
 
 # ---- the rules compared ---------------------------------------------------------------------------
-def compare_section(comparison: Path, out: Path) -> Section:
-    """`imprint compare`'s figures (its compare.json and plot), held-out part
-    and dev, so the report shows the shipped rule beside the others."""
-    import shutil
-    from imprint_core.errors import UserInputError
-    try:
-        data = json.loads(comparison.read_text(encoding="utf-8"))
-        cells = data["cells"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserInputError(f"not a compare.json of `imprint compare`: {exc}", file=str(comparison),
-                             key="cells") from None
+def compare_section(data: dict, image: str | None, source: str) -> Section:
+    """`imprint compare`'s figures (as its compare.json holds them): one row
+    per rule pooled over every corpus first, then each corpus, on the
+    held-out part (every run where nothing is held out). `source` says where
+    the figures came from and when."""
     from .stats import rate
+    cells = data["cells"]
 
     def share(c: dict, key: str) -> str:
         v, lo, hi = c.get(key), c.get(f"{key}_ci95_low"), c.get(f"{key}_ci95_high")
@@ -101,49 +197,81 @@ def compare_section(comparison: Path, out: Path) -> Section:
     def row(c: dict) -> dict:
         vs = c.get("vs_shipped") or {}
         harm_of = c.get("harm_of", c.get("useful", 0))
-        return {"rule": c["rule"], "corpus": c["corpus"], "part": c["part"],
+        return {"rule": c["rule"], "corpus": c["corpus"],
                 "harm": rate(c.get("harm_count", c.get("premature", 0)), harm_of).text(),
                 "Δharm pp (upper 95%)": "–" if vs.get("harm_rate_diff") is None else
-                f"{vs['harm_rate_diff'] * 100:+.1f} ({vs['harm_rate_diff_upper95'] * 100:+.1f})",
+                f"{vs['harm_rate_diff'] * 100:+.1f}" + ("" if vs.get("harm_rate_diff_upper95") is None else
+                                                         f" ({vs['harm_rate_diff_upper95'] * 100:+.1f})"),
                 "rounds saved": share(c, "saving_rounds_share"),
                 "loops caught": rate(c["caught"], c["loops"]).text(),
                 "Δloops p": "–" if not vs or not c["loops"] else f"{vs['loops_caught_mcnemar_p']:.2g}"}
 
-    pooled = [row(c) for c in cells if c.get("corpus") == "all" and c.get("part") == "held-out"]
-    rows = [row(c) for c in cells if c.get("corpus") != "all" and c.get("part") in ("held-out", "dev")]
+    held = any(c.get("part") == "held-out" and c.get("corpus") == "all" and c.get("runs", 1) for c in cells)
+    part = "held-out" if held else "all"
+    order = {r["label"]: i for i, r in enumerate(data.get("rules") or [])}
+    mine = sorted((c for c in cells if c.get("part") == part),
+                  key=lambda c: (c["corpus"] != "all", c["corpus"], order.get(c["rule"], len(order))))
+    pooled = pd.DataFrame([row(c) for c in mine if c["corpus"] == "all"]).drop(columns=["corpus"], errors="ignore")
+    detail = pd.DataFrame([row(c) for c in mine if c["corpus"] != "all"])
+    if not detail.empty:
+        detail = detail[["corpus", "rule", *[k for k in detail.columns if k not in ("corpus", "rule")]]]
+    verdicts = [d.get("verdict") for d in data.get("decisions") or [] if d.get("verdict")]
+    return Section("Stop rules compared",
+                   f"Every labelled run replayed through each stop rule, split by task as `imprint tune` splits, "
+                   f"each rule paired with the shipped rule ({data.get('shipped', 'record')}) on the same runs; "
+                   f"the {part} part. Harm: successful runs stopped before their end; rounds saved: the failed "
+                   "runs' rounds after the stop; 95% intervals (Wilson for counts, a bootstrap over tasks for "
+                   "shares). One row per rule pooled over every corpus first, then each corpus "
+                   "(`imprint compare --detail` prints the dev part too)."
+                   + "".join(f" Decision: {v}." for v in verdicts),
+                   image, "Harm against loops caught and against rounds saved, pooled then per corpus, 95% error bars",
+                   notes=[source],
+                   tables=[(t, df) for t, df in ((f"pooled over every corpus, {part}: one row per rule", pooled),
+                                                 (f"per corpus, {part}", detail)) if not df.empty],
+                   figures_first=False)
+
+
+def stored_comparison(comparison: Path, out: Path) -> tuple[dict, str | None, str]:
+    """A compare.json named with `--compare`: its figures, its plot copied
+    beside the report, and where and when they came from."""
+    import shutil
+    import time
+    from imprint_core.errors import UserInputError
+    try:
+        data = json.loads(comparison.read_text(encoding="utf-8"))
+        data["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserInputError(f"not a compare.json of `imprint compare`: {exc}", file=str(comparison),
+                             key="cells") from None
     image = None
     png = comparison.with_name("compare.png")
     if png.exists():
         shutil.copyfile(png, out / "compare.png")
         image = str(out / "compare.png")
-    held = pd.DataFrame([r for r in rows if r["part"] == "held-out"])
-    dev = pd.DataFrame([r for r in rows if r["part"] == "dev"])
-    top = pd.DataFrame(pooled).drop(columns=["corpus", "part"], errors="ignore")
-    verdicts = [d.get("verdict") for d in data.get("decisions") or [] if d.get("verdict")]
-    return Section("Stop rules compared",
-                   f"Every run replayed through each stop rule, split by task as `imprint tune` splits "
-                   f"(`{data.get('command', 'imprint compare')}`; {comparison}), each rule paired with the shipped "
-                   f"rule ({data.get('shipped', 'record')}) on the same runs. Harm: successful runs stopped before "
-                   "their end; rounds saved: the failed runs' rounds after the stop; 95% intervals (Wilson for "
-                   "counts, a bootstrap over tasks for shares). One row per rule, pooled over every corpus, on the "
-                   "held-out part first; then each corpus." + "".join(f" Decision: {v}." for v in verdicts),
-                   image, "Harm against loops caught and against rounds saved, pooled then per corpus, 95% error bars",
-                   tables=[(t, df) for t, df in (("pooled, held-out", top), ("held-out", held), ("dev", dev))
-                           if not df.empty],
-                   figures_first=False)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(comparison.stat().st_mtime))
+    return data, image, (f"These figures are not this report's runs: read from {comparison}, written {when} by "
+                         f"`{data.get('command', 'imprint compare')}`.")
 
 
 # ---- all sections ---------------------------------------------------------------------------------
 def build_sections(frames: Frames, out: Path, *, select: Sequence[str] = (), max_runs: int = 6,
-                   judged: Sequence[Any] = (), rule: str = "", comparison: Path | None = None) -> list[Section]:
-    """The report's sections, the stop rule's accuracy first when labelled
-    runs are among the inputs (`judged`: the gate's `judged_runs`). A section
+                   judged: Sequence[Any] = (), rule: str = "", comparison: Path | Any | None = None,
+                   gate: GateVerdict | None = None, committed: bool = False) -> list[Section]:
+    """The report's sections: the gate's verdict first (`gate`), then the
+    stop rule's accuracy when labelled runs are among the inputs (`judged`:
+    the gate's `judged_runs`), then the rules compared (`comparison`: a
+    compare.json to read, or a callable that computes the figures into the
+    folder given, returning (data, image, where they came from)). A section
     with nothing to show is left out, never shown empty."""
     sections: list[Section] = []
+    if gate is not None:
+        sections.append(gate_section(gate))
     if judged:
-        sections.append(accuracy_section(frames, judged, out, rule, max_runs))
+        sections.append(accuracy_section(frames, judged, out, rule, max_runs, committed))
     if comparison is not None:
-        sections.append(compare_section(comparison, out))
+        data, image, source = comparison(out) if callable(comparison) else stored_comparison(Path(comparison), out)
+        if data:
+            sections.append(compare_section(data, image, source))
     labels = {jr.row.run: jr.label for jr in judged}
     chosen = select_runs(frames, max_runs, select, "novelty")
     path = plot_novelty(frames, out, chosen, labels=labels)

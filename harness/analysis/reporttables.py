@@ -13,6 +13,22 @@ from ..ratios import ratio_stats
 from .frames import Frames
 
 
+# ---- our runs, each once ------------------------------------------------------------------------
+SAME_RUN = ["scenario", "provider", "policy", "stop_reason", "stop_round", "final_mode", "rounds", "requests",
+            "reserved", "charged", "refunded"]
+
+
+def trace_runs(frames: Frames) -> pd.DataFrame:
+    """The traces of our runs, each session once: a recorded session
+    (traces/cassettes/) read beside the run that replayed it gives two
+    traces of one session, the same scenario with the same figures."""
+    runs = frames.runs[frames.runs["source"] == "trace"]
+    if runs.empty:
+        return runs
+    key = runs[SAME_RUN].astype(str).assign(scenario=runs["scenario"].where(runs["scenario"].notna(), runs["run"]))
+    return runs[~key.duplicated()]
+
+
 # ---- the stop rule's accuracy on labelled runs ----------------------------------------------------
 def accuracy_table(judged: Sequence[Any]) -> pd.DataFrame:
     """Per corpus (labels file): premature stops on useful runs and labelled
@@ -79,7 +95,7 @@ def counting_mode_stats(frames: Frames) -> pd.DataFrame:
 
 # ---- stop reasons and final modes -----------------------------------------------------------------
 def stop_table(frames: Frames) -> pd.DataFrame:
-    runs = frames.runs[frames.runs["source"] == "trace"]
+    runs = trace_runs(frames)
     if runs.empty:
         return pd.DataFrame()
     t = pd.crosstab([runs["provider"], runs["stop_reason"].fillna("(none)")], runs["final_mode"].fillna("(none)"))
@@ -95,8 +111,9 @@ def secs(v: float) -> float:
 
 
 def overshoot_table(frames: Frames) -> pd.DataFrame:
-    runs = frames.runs[frames.runs["source"] == "trace"]
-    tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)]
+    runs = trace_runs(frames)
+    tc = frames.tool_calls[(frames.tool_calls["source"] == "trace") & frames.tool_calls["after_deadline"].astype(bool)
+                           & frames.tool_calls["run"].isin(runs["run"])]
     rows = []
     for provider, g in runs.groupby("provider"):
         timed = g[g["stop_reason"] == "time_budget"]
@@ -115,7 +132,7 @@ def overshoot_table(frames: Frames) -> pd.DataFrame:
 
 # ---- all runs -------------------------------------------------------------------------------------
 def runs_table(frames: Frames) -> pd.DataFrame:
-    runs = frames.runs[frames.runs["source"] == "trace"].copy()
+    runs = trace_runs(frames).copy()
     if runs.empty:
         return runs
     cols = ["name", "provider", "policy", "stop_reason", "stop_round", "final_mode", "rounds", "requests",

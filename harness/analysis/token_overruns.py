@@ -21,7 +21,13 @@ def token_overruns(requests: pd.DataFrame) -> pd.DataFrame:
         return requests.assign(tokens_over=pd.Series(dtype=float))
     r = requests[(requests["role"] != "final") & requests["reserved"].notna() & requests["charged"].notna()]
     r = r.assign(tokens_over=r["charged"] - r["reserved"])
-    return r[r["tokens_over"] > 0].sort_values("tokens_over", ascending=False)
+    r = r[r["tokens_over"] > 0]
+    # A replayed cassette repeats its recording's charges (as `Frames.measured_requests` says of its
+    # measurements): a recorded session read beside the run that replayed it is one session, counted once.
+    who = r["scenario"].where(r["scenario"].notna(), r["run"]) if "scenario" in r else r["run"]
+    r = r[~r.assign(_who=who).duplicated(subset=[c for c in ("provider", "_who", "id", "role", "attempt", "reserved",
+                                                               "charged") if c in r.columns or c == "_who"])]
+    return r.sort_values("tokens_over", ascending=False)
 
 
 def token_overrun_row(requests: pd.DataFrame, max_count: int = 0) -> dict[str, Any]:

@@ -32,6 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="labels file (repeatable; default: the config's inputs.labels)")
     add_rule_options(p)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.add_argument("--junit-xml", metavar="FILE",
+                   help="also write the verdict as JUnit XML for a CI dashboard: a test case per line of the gate's "
+                        "table (failure where it fails, skipped where it is not judged) and one for the judged run; "
+                        "written whole or not at all")
     p.set_defaults(fn=run)
 
 
@@ -49,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         conditions, frames, warnings = run_gate(paths, cfg, label_files, expect_all=not args.paths)
     notes += warnings
     passed = all(c.passed for c in conditions) and run_ok
+    if args.junit_xml:
+        _write_junit(args.junit_xml, conditions, run_words, run_ok, cfg.path)
     if args.json:
         print(json.dumps({"passed": passed, "config": cfg.path, "labels": list(label_files),
                           "run": run.to_dict() if run else None, "run_judged": run_words,
@@ -112,3 +118,16 @@ def grouped_details(c) -> list[tuple[str | None, list[str]]]:
         else:
             groups.setdefault(group, []).append(d[len(group) + 2:])
     return ([(None, general)] if general else []) + list(groups.items())
+
+
+def _write_junit(path: str, conditions, run_words: str, run_ok: bool, config: str) -> None:
+    from pathlib import Path
+
+    from imprint_core.errors import UserInputError
+    from imprint_core.files import atomic_write_text
+    from ..analysis.gate import junit_xml
+    try:
+        atomic_write_text(Path(path), junit_xml(conditions, run_words, run_ok, str(config)))
+    except OSError as exc:
+        raise UserInputError.from_os_error(exc, doing="write the JUnit XML", key="--junit-xml",
+                                           expected="a file in a folder that exists and can be written") from None

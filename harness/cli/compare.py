@@ -59,13 +59,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="each rule's cost per round for --decide (default reports/bench/rules.json, written by "
                         "benchmarks/bench_rules.py)")
     p.add_argument("--detail", action="store_true",
-                   help="print every corpus and part, not only the pooled rows")
+                   help="print every corpus and part, pooled rows first (default: one row a rule, pooled over every "
+                        "corpus, on the held-out part)")
     p.set_defaults(fn=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from imprint_core.files import atomic_write_text
-    from ..analysis.compare import DEFAULT_RULES, RuleChoice, compare, markdown, plot, rows
+    from ..analysis.compare import (DEFAULT_RULES, TERMINAL_LEGEND, RuleChoice, compare, markdown, plot,
+                                    pooled_part, rows)
     from ..analysis.decision import COST_FILE
     from ..analysis.progresscache import ProgressCache, default_cache_dir
     from ..analysis.sweep import load_corpora
@@ -123,14 +125,21 @@ def run(args: argparse.Namespace) -> int:
         return code
     from rich.markup import escape
     from rich.table import Table
+    part = pooled_part(comp)
+    # Pooled rows first; by default one row per rule (pooled, held-out), every corpus and part with --detail.
+    shown = rows(comp) if args.detail else rows(comp, parts=(part,), corpora=["all"])
     table = Table(title=f"imprint compare: {len(comp.rules)} rule(s) over {len(runs)} run(s); "
-                        f"paired with the shipped rule {comp.shipped!r}; 95% intervals")
-    shown = rows(comp) if args.detail else rows(comp, corpora=["all"])
+                        f"paired with the shipped rule {comp.shipped!r}; 95% intervals"
+                        + ("" if args.detail else f"; pooled over every corpus, {part} part, one row a rule"))
+    drop = () if args.detail else ("corpus", "part")
     for col in shown[0] if shown else []:
-        table.add_column(col, overflow="fold")
+        if col not in drop:
+            table.add_column(col, overflow="fold")
     for r in shown:
-        table.add_row(*(escape(str(v)) for v in r.values()))
+        table.add_row(*(escape(str(v)) for k, v in r.items() if k not in drop))
     console().print(table)
+    console().print(TERMINAL_LEGEND + ("" if args.detail else " --detail: every corpus and part."),
+                    soft_wrap=True, markup=False)
     for d in decisions:
         for line in d.lines():
             console().print(line, soft_wrap=True, markup=False)

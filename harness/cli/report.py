@@ -39,14 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a run (scenario name, file stem or run id) for the per-run plots; repeatable "
                         "(default: a spread of stop reasons, writes, errors, asks and providers)")
     p.add_argument("--compare", default=None, metavar="FILE",
-                   help="imprint compare's compare.json to show as a section (without TRACES: reports/compare/compare.json "
-                        "where it exists; `none` for no such section)")
+                   help="the \"Stop rules compared\" section: by default computed from the labelled runs the report "
+                        "judges (every built-in rule, as `imprint compare` over their corpora); FILE: an `imprint "
+                        "compare` compare.json to show instead, labelled with its file and date; `none`: no such "
+                        "section")
     p.add_argument("--max-runs", type=int, default=6, metavar="N", help="panels in the per-run plots (default 6)")
     p.add_argument("--title", default="Imprint research-loop report")
     p.set_defaults(fn=run)
-
-
-DEFAULT_COMPARISON = "reports/compare/compare.json"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = gate_config(args.config or DEFAULT_GATE_CONFIG) if args.config or Path(DEFAULT_GATE_CONFIG).exists() else None
     paths, notes = list(args.paths), []
     inputs = cfg.inputs if cfg else {"latest_run": True, "runs_dir": "traces/runs"}
-    run, run_words, _ = judged_run(args.run, inputs, given_paths=bool(paths))
+    run, run_words, run_ok = judged_run(args.run, inputs, given_paths=bool(paths))
     if paths and run:
         paths.append(run.path)
     if not paths:
@@ -86,15 +85,18 @@ def run(args: argparse.Namespace) -> int:
         if frames.runs.empty:
             raise UserInputError("no traces or round logs found", file=" ".join(str(p) for p in paths))
         judged = judged_runs(frames, load_labels(label_files), slack) if label_files else []
+        gate = None
+        if cfg is not None:
+            from ..analysis.gate import judge_frames
+            from ..analysis.reportsections import GateVerdict
+            step("judging the gate")
+            gate = GateVerdict(judge_frames(frames, cfg, load_labels(label_files), expect_all=not args.paths),
+                               run_words, run_ok, str(cfg.path))
+        comparison = _comparison(args, judged, paths, slack, step)
         step("drawing the plots")
-        # The committed comparison belongs to the default inputs; given TRACES, only --compare adds one.
-        comparison = None if args.compare == "none" else Path(args.compare) if args.compare else \
-            Path(DEFAULT_COMPARISON) if not args.paths and Path(DEFAULT_COMPARISON).exists() else None
-        if comparison is not None and not comparison.is_file():
-            raise UserInputError("no such file", file=str(comparison), key="--compare",
-                                 expected="the compare.json that `imprint compare` wrote")
         written = write_report(frames, args.out, title=args.title, select=args.select, max_runs=args.max_runs,
-                               judged=judged, rule=rule, comparison=comparison, notes=[f"Judged run: {run_words}."])
+                               judged=judged, rule=rule, comparison=comparison, gate=gate,
+                               notes=[] if gate else [f"Judged run: {run_words}."])
     for w in notes + list(frames.warnings):
         print(f"warning: {w}", file=sys.stderr)
     n_traces = int((frames.runs["source"] == "trace").sum())
@@ -103,3 +105,32 @@ def run(args: argparse.Namespace) -> int:
           f"{len(judged)} labelled; providers: {', '.join(frames.providers) or 'none'})")
     print(f"judged run: {run_words}")
     return EXIT_OK
+
+
+def _comparison(args: argparse.Namespace, judged, paths, slack: int, step):
+    """What the "Stop rules compared" section shows: `--compare FILE`'s
+    figures, or (by default) a callable that computes them from the judged
+    runs' corpora into the report's folder; None for no such section."""
+    if args.compare == "none" or not judged and not args.compare:
+        return None
+    if args.compare:
+        stored = Path(args.compare)
+        if not stored.is_file():
+            raise UserInputError("no such file", file=str(stored), key="--compare",
+                                 expected="the compare.json that `imprint compare` wrote")
+        return stored
+    import time
+
+    from ..analysis.compare import DEFAULT_RULES, RuleChoice
+    from ..analysis.reportcompare import comparison_of
+    from .ruleargs import rules_of
+    choices = [RuleChoice(label, spec, params) for label, spec, params in
+               rules_of(argparse.Namespace(rules=None, params=None, param=None), list(DEFAULT_RULES))]
+
+    def compute(out: Path):
+        step("replaying the labelled runs through every built-in rule")
+        data, image = comparison_of(judged, paths, out, choices, slack=slack)
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        return data, image, (f"Computed by this report at {when} from the labelled runs it judges (their corpora: "
+                             f"{', '.join(data.get('corpora') or [])}), as `{data.get('command')}` would.")
+    return compute

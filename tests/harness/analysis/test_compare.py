@@ -235,3 +235,25 @@ def test_compare_decide_prints_the_verdict_and_exits_1_when_it_fails(outcomes, c
     assert "[FAILS] harm not worse" in out and "[holds] cost" in out
     md = (outcomes["tmp"] / "o" / "compare.md").read_text()
     assert "## Decision" in md and "**round-cap[max_rounds=5] does not replace record" in md
+
+
+# ---- the terminal table (issue 44, item 10) ----------------------------------------------------------------
+def test_the_terminal_table_is_one_pooled_row_a_rule_with_its_units_said(corpus, capsys):
+    base = ["compare", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--rule", "gemini-cli",
+            "--rule", "round-cap[max_rounds=5]", "--holdout", "0", "--no-disk-cache", "--out", str(corpus["tmp"] / "o")]
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    body = [line for line in out.splitlines() if line.startswith("│")]
+    # one row a rule (record, gemini-cli, round-cap), no corpus or part column, pooled
+    assert [line.split("│")[1].strip() for line in body if line.split("│")[1].strip()][:3] == \
+        ["record", "gemini-cli", "round-cap[max_rounds=5]"]
+    assert "pooled over every corpus" in out and "mine" not in "".join(body)
+    # units in the headers and a legend line: rounds, and the two token figures' policies
+    flat = " ".join(out.split())
+    assert "(rounds)" in flat and "reserve / prefix-refund" in flat
+    assert "latency: rounds" in flat and "10 to 100 times apart" in flat and "--detail" in flat
+    # --detail: every corpus and part, the pooled rows first
+    assert main([*base, "--detail"]) == 0
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    corpora = [r[2].strip() for r in rows if len(r) > 3 and r[2].strip() in ("all", "mine")]
+    assert corpora and corpora[0] == "all" and corpora.index("mine") > max(i for i, c in enumerate(corpora) if c == "all")

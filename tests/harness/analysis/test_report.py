@@ -35,7 +35,8 @@ def test_page_summary_and_every_plot(inputs: Path, tmp_path: Path, capsys) -> No
     assert "3 trace" not in capsys.readouterr().out  # 6 traces, three providers
     page = (out / "index.html").read_text(encoding="utf-8")
     images = re.findall(r'<img src="([^"]+)"', page)
-    assert sorted(images) == sorted(["estimates-scatter.png", "estimates-ratio.png", "policy-compare.png",
+    # compare.png: the rules compared on the labelled runs among these inputs, computed by the report itself
+    assert sorted(images) == sorted(["compare.png", "estimates-scatter.png", "estimates-ratio.png", "policy-compare.png",
                                      "budget-per-round.png", "novelty-timeline.png", "stops.png", "overshoot.png"])
     for name in images:
         assert (out / name).read_bytes()[:8] == PNG, name
@@ -61,7 +62,7 @@ def test_policy_pair_is_the_same_script_under_both_policies(inputs: Path) -> Non
     pairs = policy_pairs(load_frames([inputs]))
     assert len(pairs) == 1
     a, b, how = pairs[0]
-    assert (a["name"], b["name"], how) == ("policy-reserve", "policy-prefix-refund", "the same question")
+    assert (a["name"], b["name"], how) == ("policy-reserve", "policy-prefix-refund", "the same scenario")
     assert a["charged"] == a["reserved"] and b["charged"] < b["reserved"]
 
 

@@ -46,7 +46,8 @@ def test_labelled_round_logs_open_with_the_accuracy_section(labelled: Path, caps
     assert "3 labelled" in capsys.readouterr().out
     page = (labelled / "out" / "index.html").read_text()
     sections = _sections(page)
-    title, body = sections[0]
+    assert sections[0][0] == "Release gate"            # the gate's verdict opens the page, then the accuracy
+    title, body = sections[1]
     assert title == "Stop rule accuracy"
     assert "<td>web</td>" in body and "1 of 2 useful runs" in body and "0 of 1 (0%)" in body
     assert "replayed at patience 3" in body

@@ -57,3 +57,34 @@ def test_outside_a_checkout_says_where_it_looked(tmp_path: Path, monkeypatch, ca
     err = capsys.readouterr().err
     assert f"no gate config at {tmp_path.resolve() / 'reports' / 'gate.toml'}" in err
     assert "run imprint from the root of a checkout" in err and "--config FILE" in err and "Traceback" not in err
+
+
+# ---- JUnit XML for a CI dashboard (issue 44, item 12) ---------------------------------------------------------
+def test_junit_xml_has_a_case_per_gate_line_failures_and_skips(inputs, tmp_path: Path, capsys) -> None:
+    import json
+    import xml.etree.ElementTree as ET
+    target = tmp_path / "out" / "gate.xml"
+    target.parent.mkdir()
+    target.write_text("old")                          # replaced whole, never appended to
+    assert main(["check", *inputs, "--json", "--junit-xml", str(target)]) == 1
+    verdict = json.loads(capsys.readouterr().out)
+    root = ET.parse(target).getroot()
+    cases = root.findall("./testsuite/testcase")
+    lines = [(c["number"], row) for c in verdict["conditions"] for row in c["rows"]]
+    assert len(cases) == len(lines) + 1               # every gate line, and the judged run
+    by = {(c.get("classname"), c.get("name")): c for c in cases}
+    for number, row in lines:
+        case = next(v for (cls, name), v in by.items() if cls.startswith(f"{number}. ") and name == str(row["subject"]))
+        kind = None if row["passed"] else "skipped" if row["passed"] is None else "failure"
+        assert [e.tag for e in case if e.tag in ("failure", "skipped")] == ([kind] if kind else [])
+    assert int(root.get("failures")) == sum(r["passed"] is False for _, r in lines) >= 1
+    assert int(root.get("skipped")) == sum(r["passed"] is None for _, r in lines) >= 1
+    assert int(root.get("tests")) == len(cases)
+    assert ("imprint check", "judged run") in by
+    assert [p.name for p in target.parent.iterdir()] == ["gate.xml"]      # no temporary file left beside it
+
+
+def test_junit_xml_into_a_missing_folder_is_a_user_error(inputs, tmp_path: Path, capsys) -> None:
+    assert main(["check", *inputs, "--junit-xml", str(tmp_path / "no" / "such" / "gate.xml")]) == 2
+    err = capsys.readouterr().err
+    assert "--junit-xml" in err and "Traceback" not in err
