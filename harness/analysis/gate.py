@@ -215,12 +215,25 @@ def premature_stops(frames: Frames, labels: Labels, cfg: GateConfig, expect_all:
         c.rows.insert(0, {"subject": "useful runs", "figure": "none labelled", "value": 0, "threshold": "≥ 1",
                           "passed": False})
         c.details.append("no labelled useful run among the inputs (give --labels, or check the label names)")
-    rule_words = (f"the record's rule at patience {ps['patience']}, {describe(novelty_config(cfg))}"
-                  if ps["rule"] == "record" and not ps["rule_params"] else
-                  f"rule {ps['rule']}" + "".join(f", {k}={v}" for k, v in ps["rule_params"].items()))
-    c.details.append(f"round logs and raw trajectories replayed by {rule_words}, user turns {ps['user_turns']}; a "
-                     f"loop is caught by a stop from its first round to {ps['loop_slack']} round(s) after its last")
+    c.details.append(f"round logs and raw trajectories replayed by {_rule_words(cfg)}, user turns "
+                     f"{ps['user_turns']}; a loop is caught by a stop from its first round to {ps['loop_slack']} "
+                     "round(s) after its last")
     return c
+
+
+def _rule_words(cfg: GateConfig) -> str:
+    """The rule the gate replays with, and the settings it takes from the gate config: the record's patience
+    and novelty config, for the record's rule and for a rule built on it (the shipped repeat-aware)."""
+    from imprint_core.stoprules import resolve
+    ps = cfg.premature_stops
+    info = resolve(ps["rule"])
+    words = "the record's rule" if info.name == "record" else f"rule {ps['rule']}"
+    if "patience" in info.params and "patience" not in ps["rule_params"]:
+        words += f" at patience {ps['patience']}"
+    extra = [f"{k}={v}" for k, v in ps["rule_params"].items()]
+    if (info.name == "record" or "novelty" in info.params) and not ps["rule_params"]:
+        extra.insert(0, describe(novelty_config(cfg)))
+    return ", ".join([words, *extra])
 
 
 def novelty_config(cfg: GateConfig):

@@ -256,8 +256,9 @@ def _apply(t, args: argparse.Namespace) -> int:
 
 def baselines_moved(t, config: str | Path | None = None) -> list[str]:
     """What the applied setting does to the gate's loop-recall baselines:
-    each one pinned for the shipped record rule, with this tune's figures for
-    it at the shipped and the applied setting, and the commands that re-pin
+    each one pinned for the shipped rule (the record's, or one built on it,
+    which takes its patience and novelty), with this tune's figures for the
+    record's rule at the shipped and the applied setting, and the commands that re-pin
     them (no command writes them: a person copies the measured figures)."""
     from imprint_core.settings import SPECS
     from ..analysis.gateconfig import load_config
@@ -267,12 +268,18 @@ def baselines_moved(t, config: str | Path | None = None) -> list[str]:
         return []
     cfg = load_config(path)
     ps = cfg.premature_stops
-    if ps.get("rule") != "record" or ps.get("rule_params") or ps.get("novelty") \
+    from imprint_core.stoprules import resolve
+    rule = ps.get("rule")
+    if "patience" not in resolve(rule).params or ps.get("rule_params") or ps.get("novelty") \
             or ps.get("patience") != SPECS["chat.research_no_progress_rounds"].default:
         return []       # the gate pins a rule of its own: the shipped defaults do not reach its baselines
     lines = []
     for corpus, base in cfg.loop_recall_baseline.items():
-        if base.get("rule", "record") != "record":
+        if base.get("rule", "record") != rule:
+            continue
+        if rule != "record":    # a rule built on the record's (the shipped repeat-aware): tune judged that half only
+            lines.append(f"  {corpus}: pinned {base.get('caught', '?')}/{base.get('loops', '?')} for {rule}, whose "
+                         "record half this setting changes; this tune judged the record's rule alone: re-measure it")
             continue
         pinned = f"pinned {base['caught']}/{base['loops']}" if "caught" in base and "loops" in base \
             else f"pinned {base['recall']:.0%}"

@@ -64,10 +64,15 @@ def test_an_empty_reply_is_a_round_without_evidence_not_an_answer(empty):
     assert all(m.role != "assistant" or m.content or m.tool_calls for m in result.messages)
 
 # ---- patience ----------------------------------------------------------------------
+# These check the record's rule in the loop, so they name it: the shipped default (repeat-aware) adds a
+# stop after rounds that only repeat, which ends some of these runs sooner (tests/core/stoprules).
+RECORD = "record"
+
+
 @pytest.mark.parametrize("patience", [2, 4, 7])
 def test_unchanged_evidence_stops_after_exactly_the_patience(patience):
     run = make_run(endless(lambda i: searches("same")), [read_tool()],
-                   st=settings(research_no_progress_rounds=patience), final=["Synthesized."])
+                   st=settings(research_no_progress_rounds=patience, research_stop_rule=RECORD), final=["Synthesized."])
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS
     assert result.rounds == 1 + patience and len(run.requests("coordinator")) == 1 + patience
@@ -150,7 +155,8 @@ def test_write_rounds_neither_count_nor_reset_patience():
     note = Turn(tool_calls=[call("save_note", text="same note")])
     plan = [searches("a"), searches("a"), note, note, note, searches("a"), note, searches("a")]
     writer = write_tool()
-    run = make_run(endless(lambda i: plan[i]), [read_tool(), writer], st=settings(research_no_progress_rounds=3))
+    run = make_run(endless(lambda i: plan[i]), [read_tool(), writer],
+                   st=settings(research_no_progress_rounds=3, research_stop_rule=RECORD))
     result = run.run()
     assert [(e.kind, e.patience_counter) for e in run.events("round_end")] == [
         ("read", 0), ("read", 1), ("write", 1), ("write", 1), ("write", 1), ("read", 2), ("write", 2), ("read", 3)]
@@ -186,7 +192,7 @@ def test_identical_writes_all_execute_and_are_never_retried():
 
 def test_endless_identical_writes_are_stopped_by_the_token_budget():
     run = make_run(endless(lambda i: Turn(tool_calls=[call("save_note", text="again")])), [write_tool()],
-                   st=settings(research_token_budget=20_000), final=["ok"])
+                   st=settings(research_token_budget=20_000, research_stop_rule=RECORD), final=["ok"])
     result = run.run()
     assert result.stop_reason is StopReason.TOKEN_BUDGET
     assert len(result.writes) == result.rounds > 4  # far past the patience: writes are left out of it
@@ -194,7 +200,7 @@ def test_endless_identical_writes_are_stopped_by_the_token_budget():
 
 def test_endless_writes_are_stopped_by_the_time_budget():
     run = make_run(endless(lambda i: Turn(tool_calls=[call("save_note", text="again")])), [write_tool(work=7)],
-                   st=settings(research_timeout_sec=60), final=["ok"])
+                   st=settings(research_timeout_sec=60, research_stop_rule=RECORD), final=["ok"])
     result = run.run()
     assert result.stop_reason is StopReason.TIME_BUDGET
     assert len(result.writes) == 9 and run.clock.now() == 63  # the running write finished, then nothing more
@@ -543,7 +549,7 @@ def test_property_loop_stops_where_the_patience_model_says(patience, kinds):
         return "" if q == "empty" else doc(q)
 
     run = make_run(endless(turn), [read_tool(responder=responder), write_tool(), ask_tool("an answer", wait=3)],
-                   st=settings(research_no_progress_rounds=patience))
+                   st=settings(research_no_progress_rounds=patience, research_stop_rule=RECORD))
     result = run.run()
     # the model
     streak, expected_stop = 0, None

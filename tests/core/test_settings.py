@@ -285,9 +285,12 @@ RULE_FILE = "def make(threshold=3):\n    from imprint_core.stoprules.builtin imp
             "    return make_round_cap(threshold)\n"
 
 
-def test_the_stop_rule_setting_defaults_to_the_record_and_takes_any_rule_spec(tmp_path, monkeypatch):
+def test_the_stop_rule_setting_defaults_to_the_amended_rule_and_takes_any_rule_spec(tmp_path, monkeypatch):
+    """The default is repeat-aware, which replaced the record's rule by research-loop.md's decision rule
+    (docs/adr/0102-amendment-repeat-aware.md); the record's rule stays reachable by name."""
+    assert make(tmp_path).get("chat.research_stop_rule") == SPECS["chat.research_stop_rule"].default == "repeat-aware"
+    assert make(tmp_path).set("chat.research_stop_rule", "record") == "record"
     s = make(tmp_path, env={"IMPRINT_CHAT_RESEARCH_STOP_RULE": "gemini-cli"})
-    assert SPECS["chat.research_stop_rule"].default == "record"
     assert s.get("chat.research_stop_rule") == "gemini-cli"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "rules").mkdir()

@@ -459,13 +459,33 @@ def test_the_record_rule_in_the_loop_keys_its_verdicts_by_call_id_and_keeps_its_
     from imprint_core import StopReason
     from helpers import make_run, read_tool, searches, settings
     run = make_run([searches("a", "b"), searches("a"), searches("a"), "done"], [read_tool()],
-                   st=settings(research_no_progress_rounds=2), final=["final"])
+                   st=settings(research_no_progress_rounds=2, research_stop_rule="record"), final=["final"])
     result = run.run()
     assert result.stop_reason is StopReason.NO_PROGRESS and result.detail == "2 consecutive rounds without new evidence"
     first = run.events("round_end")[0]
     ids = [e.call_id for e in run.events("tool_result") if e.round == 1]
     assert first.rule == "record" and sorted(first.verdicts) == sorted(ids) and first.rule_notes == {}
     assert all(set(v) >= {"paragraphs", "new_paragraphs", "new_shingles"} for v in first.verdicts.values())
+
+
+def test_the_shipped_rule_in_the_loop_writes_the_record_half_s_figures_and_its_repeat_notes():
+    """Under the default (repeat-aware) a round's line still carries the
+    record's novelty, patience and per-call verdicts, which the report's
+    timelines read, and the repeat half's state beside them."""
+    from imprint_core import StopReason
+    from imprint_core.settings import SPECS
+    from helpers import make_run, read_tool, searches, settings
+    assert SPECS["chat.research_stop_rule"].default == "repeat-aware"
+    run = make_run([searches("a", "b"), searches("a"), searches("a"), "done"], [read_tool()],
+                   st=settings(research_no_progress_rounds=2), final=["final"])
+    result = run.run()
+    assert result.stop_reason is StopReason.NO_PROGRESS
+    assert result.detail == "repeat-aware: record: 2 consecutive rounds without new evidence"
+    ends = run.events("round_end")
+    ids = [e.call_id for e in run.events("tool_result") if e.round == 1]
+    assert [e.rule for e in ends] == ["repeat-aware"] * 3 and sorted(ends[0].verdicts) == sorted(ids)
+    assert [e.patience_counter for e in ends] == [0, 1, 2]
+    assert set(ends[-1].rule_notes) == {"repeat_evidence", "repeat_rounds", "calls"}
 
 
 def test_a_bad_stop_rule_parameter_in_the_loop_config_is_named_by_its_key():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.compare import RuleChoice, TokenReplay, compare, markdown, token_replay
+from harness.analysis.compare import SHIPPED, RuleChoice, TokenReplay, compare, markdown, token_replay
 from harness.analysis.stats import rate
 from harness.analysis.sweep import Corpus, load_corpora
 from harness.analysis.tune import Split
@@ -17,6 +17,8 @@ from harness.cli import main
 from imprint_core.errors import UserInputError
 
 from reportdata import fact, round_log
+
+RECORD = RuleChoice("record", "record", {})
 
 THREE_SAME = '''\
 class ThreeSame:
@@ -68,9 +70,10 @@ def test_a_rule_in_a_file_is_compared_with_the_built_ins_in_one_command(corpus, 
     assert gem["caught"] == 1 and gem["latencies"] == [3]       # 5 identical calls: rounds 3-7, stop at 7
     runs = {r["name"]: r for r in data["runs"]}
     # the shipped rule is always compared, first, as the baseline of the paired tests
-    assert runs["loop"]["stops"] == {"record": None, "round-cap[max_rounds=5]": 5, "gemini-cli": 7,
+    # (repeat-aware: the same call and result six times after the first stop it at round 9, inside the loop)
+    assert runs["loop"]["stops"] == {"repeat-aware": 9, "round-cap[max_rounds=5]": 5, "gemini-cli": 7,
                                      f"{corpus['rule']}:make": 5}
-    assert data["shipped"] == "record" and data["rules"][0]["label"] == "record"
+    assert data["shipped"] == SHIPPED == "repeat-aware" and data["rules"][0]["label"] == SHIPPED
     for name in ("compare.md", "compare.json", "compare.png", "command.txt"):
         assert (out / name).stat().st_size > 0
     md = (out / "compare.md").read_text()
@@ -90,7 +93,8 @@ def test_a_stop_before_the_loop_is_counted_apart_from_a_catch(corpus):
     assert never.tokens_reserve > never.tokens_prefix > 0
     assert early.tokens_reserve == early.tokens_prefix == 0     # the loop never ran
     line = next(x for x in markdown(comp, "imprint compare").splitlines() if x.startswith("| cap2 | mine | dev |"))
-    assert "| 0/1 (0.0%, 0.0%–79.3%) | 0:0 p=1 | 1/1 (100%) | 1 |" in line
+    # loops caught only by cap2 : only by the shipped rule (which catches it at round 9)
+    assert "| 0/1 (0.0%, 0.0%–79.3%) | 0:1 p=1 | 1/1 (100%) | 1 |" in line
 
 
 def test_token_replay_charges_the_growing_prompt_under_reserve_and_the_new_part_under_prefix_refund(corpus):
@@ -185,8 +189,10 @@ def test_a_successful_run_cut_short_is_harm_and_a_failed_run_s_rest_is_saved(out
     runs, warnings = load_corpora([Corpus([str(outcomes["logs"])], str(outcomes["labels"]))], outcomes=True)
     assert len(runs) == 12 and {r.outcome.value for r in runs} == {"success", "failure"}
     assert {r.outcome.field for r in runs} == {"reward"}        # explicit, and the legacy field, alike
-    comp = compare(runs, [RuleChoice("cap5", "round-cap", {"max_rounds": 5})], split=Split(holdout=0.0))
+    # paired with the record's rule, which never stops these runs (--against; the shipped rule is the default)
+    comp = compare(runs, [RuleChoice("cap5", "round-cap", {"max_rounds": 5})], split=Split(holdout=0.0), against=RECORD)
     cap, shipped = comp.cell("cap5"), comp.cell("record")
+    assert comp.shipped == "record" and [c.label for c in comp.rules] == ["record", "cap5"]
     # 6 successful runs of 8 rounds stopped at 5: all harmed; 6 failed runs of 10: 5 of 10 rounds saved each
     assert (cap.harm, cap.harm_of, cap.successes, cap.failures) == (6, 6, 6, 6)
     assert cap.saving() == pytest.approx(0.5) and cap.failed_rounds == 60 and cap.saved_rounds == 30
@@ -210,7 +216,8 @@ def test_decide_rejects_harm_and_names_each_condition_with_its_figures(outcomes)
     from harness.analysis.decision import decide
     runs, _ = load_corpora([Corpus([str(outcomes["logs"])], str(outcomes["labels"]))], outcomes=True)
     comp = compare(runs, [RuleChoice("cap5", "round-cap", {"max_rounds": 5}),
-                          RuleChoice("cap50", "round-cap", {"max_rounds": 50})], split=Split(holdout=0.0))
+                          RuleChoice("cap50", "round-cap", {"max_rounds": 50})], split=Split(holdout=0.0),
+                   against=RECORD)
     harsh = decide(comp, "cap5", {"round-cap": 0.01, "record": 1.0}, part="all")
     names = {c.name: c for c in harsh.conditions}
     assert not harsh.passed and not names["harm not worse"].holds and names["benefit better"].holds
@@ -229,7 +236,7 @@ def test_compare_decide_prints_the_verdict_and_exits_1_when_it_fails(outcomes, c
     costs.write_text(json.dumps({"per_round": {"ms_per_round": {"record": 1.0, "round-cap": 0.001}}}))
     code = main(["compare", "--corpus", str(outcomes["logs"]), "--labels", str(outcomes["labels"]), "--rule",
                  "round-cap[max_rounds=5]", "--holdout", "0.5", "--no-disk-cache", "--out", str(outcomes["tmp"] / "o"),
-                 "--decide", "round-cap[max_rounds=5]", "--costs", str(costs)])
+                 "--decide", "round-cap[max_rounds=5]", "--costs", str(costs), "--against", "record"])
     out = capsys.readouterr().out
     assert code == 1 and "verdict: round-cap[max_rounds=5] does not replace record" in out
     assert "[FAILS] harm not worse" in out and "[holds] cost" in out
@@ -244,9 +251,9 @@ def test_the_terminal_table_is_one_pooled_row_a_rule_with_its_units_said(corpus,
     assert main(base) == 0
     out = capsys.readouterr().out
     body = [line for line in out.splitlines() if line.startswith("│")]
-    # one row a rule (record, gemini-cli, round-cap), no corpus or part column, pooled
+    # one row a rule (the shipped one first, gemini-cli, round-cap), no corpus or part column, pooled
     assert [line.split("│")[1].strip() for line in body if line.split("│")[1].strip()][:3] == \
-        ["record", "gemini-cli", "round-cap[max_rounds=5]"]
+        [SHIPPED, "gemini-cli", "round-cap[max_rounds=5]"]
     assert "pooled over every corpus" in out and "mine" not in "".join(body)
     # units in the headers and a legend line: rounds, and the two token figures' policies
     flat = " ".join(out.split())

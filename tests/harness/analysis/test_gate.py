@@ -259,7 +259,10 @@ def test_committed_config_judges_every_labelled_corpus() -> None:
     ps = cfg.premature_stops
     assert (ps["max_premature_share"], ps["loop_recall_goal"]) == (0.10, 0.8) and "tau-bench" in ps["strict"]
     # the replay settings are the shipped defaults, read from the settings, not restated
-    assert (ps["patience"], ps["rule"]) == (SPECS["chat.research_no_progress_rounds"].default, "record")
+    assert (ps["patience"], ps["rule"]) == (SPECS["chat.research_no_progress_rounds"].default,
+                                            SPECS["chat.research_stop_rule"].default)
+    # every baseline was pinned for the shipped rule
+    assert {b.get("rule") for b in cfg.loop_recall_baseline.values()} == {SPECS["chat.research_stop_rule"].default}
     assert not cfg.warnings
     assert set(cfg.loop_recall_baseline) >= {"tau-bench", "mini-swe-agent", "who-and-when"}
     assert {Path(f).name for f in cfg.inputs["labels"]} >= {"labels-tau-bench.yaml", "labels-mini-swe-agent.yaml",

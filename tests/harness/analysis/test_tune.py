@@ -620,7 +620,8 @@ def test_tune_and_the_gate_agree_on_the_shipped_setting(tmp_path: Path, capsys) 
     f = t.figures(t.shipped, None)
     assert (f.useful, f.loops) == (80, 10)
     cfg = tmp_path / "gate.toml"
-    cfg.write_text(f'[premature_stops]\npatience = {p0}\nstrict = ["tau-bench"]\n')
+    # the tuner's default sweep is the record's rule (patience x novelty), the half of the shipped rule it tunes
+    cfg.write_text(f'[premature_stops]\npatience = {p0}\nrule = "record"\nstrict = ["tau-bench"]\n')
     main(["check", str(TAU), "--config", str(cfg), "--labels", str(TAU_LABELS), "--json"])
     rows = {r["subject"]: r for r in json.loads(capsys.readouterr().out)["conditions"][0]["rows"]}
     assert rows["tau-bench: premature stops"]["figure"].startswith(f"{f.premature} of 80 ")

@@ -43,7 +43,8 @@ def test_notes_are_grouped_by_condition_and_corpus(inputs, capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     heading = lines.index("condition 1 (premature no-progress stops on labelled useful runs; recall of labelled loops):")
     body = lines[heading + 1:lines.index("condition 2 (estimate / measured prompt tokens per provider and counting mode):")]
-    assert body[0].startswith("  - round logs and raw trajectories replayed by the record's rule at patience 3")
+    assert body[0].startswith("  - round logs and raw trajectories replayed by rule repeat-aware at patience 3, "
+                              "shipped novelty config")
     web = body.index("  web:")
     assert body[web + 1:] and all(line.startswith("    - ") for line in body[web + 1:] if line)
     assert any("in/lull: replayed no_progress stop at round" in line for line in body[web + 1:])

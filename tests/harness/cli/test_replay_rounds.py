@@ -45,7 +45,7 @@ def test_a_stop_is_said_in_the_rule_s_own_words_without_progress_it_does_not_tra
     assert out[0] == f"{looping}: 7 rounds, stops at round 5: the same tool call 3 times in a row (search)"
     assert "progress rounds" not in out[0] and "no_progress" not in "\n".join(out)
     assert out[-1] == "1 run(s): 1 stopped by gemini-cli, threshold=3 at rounds [5]"
-    out = replay(capsys, str(looping), "--patience", "2")         # the record's rule judges progress: shown
+    out = replay(capsys, str(looping), "--rule", "record", "--patience", "2")   # it judges progress: shown
     assert out[0] == (f"{looping}: 7 rounds, stops at round 5: 2 consecutive rounds without new evidence; "
                       "progress rounds [1, 2, 3]")
 
@@ -59,7 +59,7 @@ def test_rounds_shows_the_state_and_why_the_rule_stopped_or_went_on(looping, cap
     assert rows[4] == ("  round 5 | calls 1 read: search | state repeats=3 | "
                        "STOPS: the same tool call 3 times in a row (search)")
     assert rows[5].endswith("(after the stop) would stop: the same tool call 4 times in a row (search)")
-    out = replay(capsys, str(looping), "--patience", "2", "--rounds")
+    out = replay(capsys, str(looping), "--rule", "record", "--patience", "2", "--rounds")
     rows = [line for line in out if line.startswith("  round ")]
     assert "progress=True" in rows[2] and rows[2].endswith("goes on: new evidence (patience counter reset)")
     assert rows[3].endswith("goes on: 1 of 2 rounds without new evidence")
@@ -88,5 +88,9 @@ def test_rounds_works_for_a_rule_file_without_notes_and_in_json(looping, tmp_pat
     assert [r["state"]["repeats"] for r in per_round] == [1, 1, 1, 2, 3, 4, 5]
     assert per_round[5]["stop"] is None and per_round[6]["stop"] == "the same tool call 5 times in a row (search)"
     assert per_round[6]["why"] == "STOPS: the same tool call 5 times in a row (search)"    # threshold 5, the default
-    record = json.loads(replay(capsys, str(looping), "--rounds", "--json")[0])["per_round"]
+    record = json.loads(replay(capsys, str(looping), "--rule", "record", "--rounds", "--json")[0])["per_round"]
     assert record[0]["state"]["verdicts"]["0"]["status"] == "ok"         # the record's verdicts, field by field
+    # the shipped rule (repeat-aware, no --rule): each member's state and why, the record's verdicts among them
+    shipped = json.loads(replay(capsys, str(looping), "--rounds", "--json")[0])["per_round"]
+    assert shipped[0]["state"]["record"]["verdicts"]["0"]["status"] == "ok"
+    assert shipped[-1]["state"]["outcome-repeat"]["calls"] == "action"

@@ -160,7 +160,8 @@ def test_compare_reads_the_readme_s_any_rule_and_nested_lists(tmp_path, capsys):
                  "--rule", "gemini-cli", "--holdout", "0", "--no-disk-cache", "--out", str(tmp_path / "out"), "--json"])
     assert code == 0
     stops = json.loads(capsys.readouterr().out)["runs"][0]["stops"]
-    assert stops == {"record": None, "any[rules=record,gemini-cli]": 5, "gemini-cli": 5}   # the shipped rule: always
+    # the shipped rule, always (repeat-aware: the same call and result six times after the first: round 7)
+    assert stops == {"repeat-aware": 7, "any[rules=record,gemini-cli]": 5, "gemini-cli": 5}
 
 
 MUTATES = '''\
@@ -196,7 +197,7 @@ def test_a_rule_that_edits_the_arguments_changes_no_other_rule_s_result(tmp_path
     code = main(["compare", "--corpus", str(logs), "--labels", str(labels), "--rule", f"{rule}:make",
                  "--rule", "gemini-cli", "--holdout", "0", "--no-disk-cache", "--out", str(tmp_path / "out"), "--json"])
     assert code == 0
-    assert json.loads(capsys.readouterr().out)["runs"][0]["stops"] == {"record": None, f"{rule}:make": None,
+    assert json.loads(capsys.readouterr().out)["runs"][0]["stops"] == {"repeat-aware": None, f"{rule}:make": None,
                                                                        "gemini-cli": None}
     call = CallView("search", {"q": "a", "filters": [{"site": "x"}]}, "read", "ok", "text")
     for change in (lambda a: a.update(q="b"), lambda a: a["filters"].append(1), lambda a: a["filters"][0].pop("site"),

@@ -183,7 +183,7 @@ def test_two_concurrent_applies_leave_one_evaluated_setting(checkout):
 
 
 # ---- the diff first, then a yes; the comment and the baselines it invalidates (issue 44, item 7) --------
-def _lull_and_loop(checkout: Path) -> list[str]:
+def _lull_and_loop(checkout: Path, keep_gate: bool = False) -> list[str]:
     """The corpus above, as tau-bench (a corpus the gate pins a baseline for): the recommendation is patience 4."""
     logs = checkout / "runs"
     round_log(logs / "lull.jsonl", [[{"result": fact(1)}]] * 4 + [[{"result": fact(n)}] for n in (2, 3, 4)])
@@ -191,7 +191,8 @@ def _lull_and_loop(checkout: Path) -> list[str]:
     labels = checkout / "labels-tau-bench.yaml"
     labels.write_text("runs:\n  lull: {should_not_stop_before: 7}\n  loop: {loops: [3, 9]}\n")
     (checkout / "reports").mkdir(exist_ok=True)
-    shutil.copy(ROOT / "reports/gate.toml", checkout / "reports/gate.toml")
+    if not keep_gate:
+        shutil.copy(ROOT / "reports/gate.toml", checkout / "reports/gate.toml")
     return ["tune", "--corpus", str(logs), "--labels", str(labels), "--grid", "min_new_shingles=3", "--patience",
             "2-9", "--holdout", "0", "--strict", "none", "--max-premature-share", "0", "--no-disk-cache",
             "--out", str(checkout / "out")]
@@ -232,10 +233,19 @@ def test_dry_run_prints_the_diff_with_the_comment_and_the_baselines_and_writes_n
     assert "+    # 4, not the record's 4:" in out
     # the gate's baselines that measure the shipped rule, with what this tune saw, and how to re-pin them
     assert "the gate's loop-recall baselines (reports/gate.toml [loop_recall_baseline]) measure the shipped rule" in out
-    assert ("  tau-bench: pinned 0/10; moves: 0/1 caught at the shipped setting, 1/1 at the applied one, on the 2 "
-            "run(s) this tune judged") in out
-    assert "  scenarios: pinned 19/20; not among this tune's corpora: re-measure it" in out
+    # pinned for the shipped repeat-aware, whose record half the tuner changes but did not judge as a whole
+    assert ("  tau-bench: pinned 1/10 for repeat-aware, whose record half this setting changes; this tune judged "
+            "the record's rule alone: re-measure it") in out
     assert "re-measure with: make run && imprint check --json" in out
+    # a gate that replays the record's rule, with baselines pinned for it: this tune's own figures
+    gate = checkout / "reports/gate.toml"
+    text = gate.read_text().replace('rule = "repeat-aware"', 'rule = "record"')
+    gate.write_text(text.replace("[premature_stops]\n", '[premature_stops]\nrule = "record"\n', 1))
+    assert main([*_lull_and_loop(checkout, keep_gate=True), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("  tau-bench: pinned 1/10; moves: 0/1 caught at the shipped setting, 1/1 at the applied one, on the 2 "
+            "run(s) this tune judged") in out
+    assert "  scenarios: pinned " in out and "not among this tune's corpora: re-measure it" in out
 
 
 @pytest.mark.parametrize("answer", ["n\n", "y\n"])

@@ -1,7 +1,7 @@
 """One road for the record's rule (issue 41, item 0).
 
-`imprint replay F --patience P` and `imprint replay F --rule record --param
-patience=P` are one rule choice and one replay (the rule reset at each
+`imprint replay F --rule record --patience P` and `imprint replay F --rule
+record --param patience=P` are one rule choice and one replay (the rule reset at each
 reply, as the loop, the gate and the tuner reset it); the tuner's cached
 fast path (`sweep.compute_progress` + `stop_rounds`) gives the same stops.
 Checked on every labelled run of the default corpora at every patience
@@ -37,7 +37,7 @@ CORPORA = [(d, lab) for d, lab in DEFAULT_CORPORA if "regressions" not in lab]
 
 def _spellings(p: int) -> tuple[RuleChoice, RuleChoice]:
     parse = build_parser().parse_args
-    return (choice_of(parse(["replay", "x", "--patience", str(p)])),
+    return (choice_of(parse(["replay", "x", "--rule", "record", "--patience", str(p)])),
             choice_of(parse(["replay", "x", "--rule", "record", "--param", f"patience={p}"])))
 
 
@@ -46,11 +46,20 @@ def test_both_spellings_are_one_rule_choice_at_every_patience():
         short, long = _spellings(p)
         assert short == long == choose("record", {"patience": p}) == Setting(SHIPPED, p).choice
     tuned = Setting(dataclasses.replace(SHIPPED, min_new_shingles=1, fingerprint_unit="line"), 4).choice
-    assert tuned == choice_of(build_parser().parse_args(
-        ["replay", "x", "--patience", "4", "--novelty", "min_new_shingles=1", "--novelty", "fingerprint_unit=line"]))
+    assert tuned == choice_of(build_parser().parse_args(["replay", "x", "--rule", "record", "--patience", "4",
+                                                         "--novelty", "min_new_shingles=1",
+                                                         "--novelty", "fingerprint_unit=line"]))
     parse = build_parser().parse_args
-    assert choice_of(parse(["replay", "x", "--normalization", "none", "--novelty", "min_new_shingles=2"])) == \
-        choice_of(parse(["replay", "x", "--param", "normalization=none", "--param", "min_new_shingles=2"]))
+    assert choice_of(parse(["replay", "x", "--rule", "record", "--normalization", "none", "--novelty",
+                            "min_new_shingles=2"])) == \
+        choice_of(parse(["replay", "x", "--rule", "record", "--param", "normalization=none", "--param",
+                         "min_new_shingles=2"]))
+    # without --rule the shorthand sets the record half of the shipped rule (repeat-aware): its patience, and
+    # its novelty config field by field
+    shipped = choice_of(parse(["replay", "x", "--patience", "4", "--novelty", "min_new_shingles=2"]))
+    assert shipped.name == "repeat-aware" and shipped.params["patience"] == 4
+    assert shipped.params["novelty"] == NoveltyConfig(min_new_shingles=2)
+    assert shipped.build().rules[0][1].config.min_new_shingles == 2
 
 
 def _whole(run) -> RoundLog:
@@ -119,7 +128,7 @@ def test_the_replay_and_the_tuner_agree_on_every_labelled_run_at_every_patience(
     by_file = {f"{r.corpus}--{r.name}.jsonl": r.name for r in multi}
     for p in (2, 3):
         got = []
-        for spelling in (["--patience", str(p)], ["--rule", "record", "--param", f"patience={p}"]):
+        for spelling in (["--rule", "record", "--patience", str(p)], ["--rule", "record", "--param", f"patience={p}"]):
             assert main(["replay", "--json", *spelling, str(files)]) == 0
             got.append({Path(d["file"]).name: d["stop_round"]
                         for d in map(json.loads, capsys.readouterr().out.splitlines())})
