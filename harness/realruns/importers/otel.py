@@ -76,6 +76,7 @@ from .callkinds import WRITE
 from .chat import parse_arguments
 from .otlp import Span, read_spans
 from .rawfiles import OTLP_KEY, Source
+from .registry import Format
 from .resultstatus import EMPTY, ERROR, OK, text_status
 from .toolkinds import classifier, find_overrides
 
@@ -357,3 +358,14 @@ def import_otel(data: Any, path: str | Path) -> list[RoundLog]:
                           "execute_tool) or openinference.span.kind (AGENT, LLM, TOOL)")
     overrides, kinds_file = find_overrides(path)
     return [trace_log(t, s, path, src, overrides, kinds_file) for t, s in runs.items()]
+
+
+def is_otel(data: Any) -> bool:
+    """OTLP JSON: an object with `resourceSpans`, or a list of them (JSON lines)."""
+    if isinstance(data, dict):
+        return OTLP_KEY in data
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and OTLP_KEY in data[0]
+
+
+FORMATS = (Format("otel", is_otel, import_otel, many_runs=True),)
+"""The format this module imports (registry.py): one log per trace."""
