@@ -228,15 +228,15 @@ _NOVELTY_TYPES = typing.get_type_hints(NoveltyConfig)
 
 def _check_novelty(value: Any, info: ValidationInfo) -> Any:
     """NoveltyConfig's own check of the field (its bounds are its metadata)."""
-    check_field(info.field_name, value, _NOVELTY[info.field_name].metadata["check"])
+    check_field(info.field_name, value, _NOVELTY[info.field_name].metadata.get("check"))
     return value
 
 
 _NoveltyFields = create_model(
     "NoveltyFields", __base__=_Strict,
     __validators__={"_novelty": field_validator(*_NOVELTY)(_check_novelty)},
-    **{name: (_NOVELTY_TYPES[name], Field(f.default, description=f.metadata["help"],
-                                          json_schema_extra=json_bounds(f.metadata["check"])))
+    **{name: (_NOVELTY_TYPES[name], Field(f.default, description=f.metadata.get("help", f.name),
+                                          json_schema_extra=json_bounds(f.metadata.get("check"))))
        for name, f in _NOVELTY.items()})
 """Every NoveltyConfig field as a scenario key: its type, default, bounds and
 description are NoveltyConfig's (imprint_core/novelty/config.py), checked by

@@ -64,8 +64,10 @@ def _knob(default: Any, help: str, *, allowed: Sequence[str] | None = None, lo: 
     return field(default=default, metadata={"check": check, "help": help})
 
 
-def check_field(name: str, value: Any, check: tuple) -> None:
-    """ValueError naming `name` when `value` breaks the field's bounds."""
+def check_field(name: str, value: Any, check: tuple | None) -> None:
+    """ValueError naming `name` when `value` breaks the field's bounds (None: it has none)."""
+    if check is None:
+        return
     kind, *bounds = check
     if kind == "choice":
         _choice(name, value, bounds[0])
@@ -75,8 +77,10 @@ def check_field(name: str, value: Any, check: tuple) -> None:
         _share(name, value, zero=bounds[0])
 
 
-def json_bounds(check: tuple) -> dict[str, Any]:
+def json_bounds(check: tuple | None) -> dict[str, Any]:
     """A field's bounds as JSON schema keywords (for editors)."""
+    if check is None:
+        return {}
     kind, *bounds = check
     if kind == "choice":
         return {"enum": list(bounds[0])}
@@ -110,7 +114,7 @@ class NoveltyConfig:
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            check_field(f.name, getattr(self, f.name), f.metadata["check"])
+            check_field(f.name, getattr(self, f.name), f.metadata.get("check"))
 
 
 SHIPPED = NoveltyConfig()
