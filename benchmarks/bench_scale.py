@@ -268,7 +268,7 @@ def main() -> int:
             "cpu_per_run_ratio": round(one[hi]["cpu_ms_per_run"] / one[lo]["cpu_ms_per_run"], 2),
             "peak_rss_ratio": round(one[hi]["peak_rss_mib"] / one[lo]["peak_rss_mib"], 2)}
     report["targets"] = targets(report["results"])
-    from imprint_core.settings import atomic_write_text
+    from imprint_core.files import atomic_write_text
     atomic_write_text(out, json.dumps(report, indent=1) + "\n")
     plot(report, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")

@@ -81,7 +81,7 @@ def main() -> int:
               "baseline_cpu_s": base, "main_cpu_s": ours, "speedup_cpu": round(base / ours, 2), "target": 5.0,
               "same_recommendation": len({r["recommended"] for rs in rows.values() for r in rs}) == 1}
     sys.path.insert(0, str(ROOT))
-    from imprint_core.settings import atomic_write_text
+    from imprint_core.files import atomic_write_text
     atomic_write_text(Path(args.out), json.dumps(report, indent=1) + "\n")
     print(f"{base} s -> {ours} s CPU ({report['speedup_cpu']}x); wrote {args.out}")
     return 0

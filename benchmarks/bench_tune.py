@@ -34,7 +34,7 @@ from harness.cli.tune import corpora_from  # noqa: E402
 from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402
 from harness.realruns.roundlogs import PATIENCE  # noqa: E402
 from imprint_core.errors import UserInputError  # noqa: E402
-from imprint_core.settings import atomic_write_text  # noqa: E402
+from imprint_core.files import atomic_write_text  # noqa: E402
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ BENCH = ROOT / "reports" / "bench"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # bench_peers names the local systems' ratios
 
-from imprint_core.settings import atomic_write_text  # noqa: E402
+from imprint_core.files import atomic_write_text  # noqa: E402
 
 
 def _load(name: str) -> dict | None:

@@ -19,7 +19,7 @@ from .tools import FunctionTool, ToolExecutor
 from .workers import SectionWorkers
 from .trace import TRACE_FORMAT, EventLog, Trace, TraceWriter, read_trace
 from .types import (CalibratedTokenCounter, CancelToken, Clock, CountingModes, Done, ErrorEvent, Evidence, FinalMode, Message,
-                    ModelRequest, Provider, ProviderEvent, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
+                    ModelRequest, Provider, ProviderEvent, Stop, StopReason, TextDelta, TokenCounter, Tool, ToolCall, ToolCallEvent, ToolContext,
                     ToolOutput, ToolResult, ToolSpec, Usage, UsageEvent)
 
 import types as _types

@@ -230,49 +230,75 @@ class TokenLedger:
           the next reservation that does not fit stops research with
           token_budget. reserved + overrun = charged + refunded."""
         with self._lock:
-            self._outstanding.remove(r.id)   # KeyError: settled twice
-            self.totals.outstanding -= r.tokens
+            self._take(r)
             reused_units = self._processed.reused(r.context_id, prompt_units) if sent else 0
             reused = min(counter.to_tokens(reused_units), r.estimated_prompt)
             out_tokens = min(counter.to_tokens(len(output_units)), r.max_output)
-            charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
-            charged_output = out_tokens if sent else 0
-            reconciled = bool(reconcile and sent and usage is not None and usage.prompt_tokens is not None)
-            measured_charge = None
-            if self.policy == "reserve":    # the parts of the charge are those of the reservation
-                charged = r.tokens
-                if sent:
-                    charged_prompt, charged_output = r.estimated_prompt, r.max_output
-                if reconciled:
-                    assert usage is not None and usage.prompt_tokens is not None
-                    measured_charge = usage.prompt_tokens + r.max_output
-            elif reconciled:
-                assert usage is not None and usage.prompt_tokens is not None
-                cached = usage.cached_tokens if usage.cached_tokens is not None else reused
-                charged_prompt = max(usage.prompt_tokens - min(cached, usage.prompt_tokens), 0)
-                if usage.output_tokens is not None:
-                    charged_output = usage.output_tokens
-                charged = charged_prompt + charged_output
-            else:
-                charged = min(charged_prompt + charged_output, r.tokens)
-            overrun = max(charged - r.tokens, 0)
             if sent:
                 self._processed.saw(r.context_id, prompt_units, output_units)
-            rec = RequestRecord(
-                id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
-                outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,
-                max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged + overrun,
-                charged_prompt=charged_prompt, charged_output=charged_output, prefix_reused=reused,
-                output_tokens=out_tokens, **_measured(usage), counter=counter.name, estimates=estimates, reconciled=reconciled, measured_charge=measured_charge,
-                overrun=overrun)
-            self.totals.charged += rec.charged
-            self.totals.refunded += rec.refunded
-            if overrun:
-                self.totals.overrun += overrun
-                self.totals.overruns += 1
-            self.totals.requests += 1
-            self.records.append(rec)
-            return rec
+            return self._charge(r, reused, out_tokens, outcome=outcome, usage=usage, sent=sent, reconcile=reconcile,
+                                counter=counter.name, estimates=estimates)
+
+    def settle_counted(self, r: Reservation, *, reused: int, output: int, counter: str,
+                       outcome: str = "ok") -> RequestRecord:
+        """`settle` for a request replayed from a recorded run, which has no
+        prompt units to compare, only counts: `reused`, the prompt tokens the
+        previous request of the context processed (its prompt and output),
+        and `output`, the tokens this one generated. The policy's charge is
+        `settle`'s, from the same clamped counts (at most the estimated
+        prompt, at most the output allowance)."""
+        reused = min(tokens("reused", reused), r.estimated_prompt)
+        output = min(tokens("output", output), r.max_output)
+        with self._lock:
+            self._take(r)
+            return self._charge(r, reused, output, outcome=outcome, usage=None, sent=True, reconcile=False,
+                                counter=counter, estimates=None)
+
+    def _take(self, r: Reservation) -> None:
+        """`r` out of the outstanding reservations (under the lock), once."""
+        self._outstanding.remove(r.id)   # KeyError: settled twice
+        self.totals.outstanding -= r.tokens
+
+    def _charge(self, r: Reservation, reused: int, out_tokens: int, *, outcome: str, usage: Usage | None,
+                sent: bool, reconcile: bool, counter: str, estimates: dict[str, int] | None) -> RequestRecord:
+        """The settlement of `r` under the policy (under the lock, `r` taken): the one place a
+        charge is decided, for a live request (`settle`) and a replayed one (`settle_counted`)."""
+        charged_prompt = max(r.estimated_prompt - reused, 0) if sent else 0
+        charged_output = out_tokens if sent else 0
+        reconciled = bool(reconcile and sent and usage is not None and usage.prompt_tokens is not None)
+        measured_charge = None
+        if self.policy == "reserve":    # the parts of the charge are those of the reservation
+            charged = r.tokens
+            if sent:
+                charged_prompt, charged_output = r.estimated_prompt, r.max_output
+            if reconciled:
+                assert usage is not None and usage.prompt_tokens is not None
+                measured_charge = usage.prompt_tokens + r.max_output
+        elif reconciled:
+            assert usage is not None and usage.prompt_tokens is not None
+            cached = usage.cached_tokens if usage.cached_tokens is not None else reused
+            charged_prompt = max(usage.prompt_tokens - min(cached, usage.prompt_tokens), 0)
+            if usage.output_tokens is not None:
+                charged_output = usage.output_tokens
+            charged = charged_prompt + charged_output
+        else:
+            charged = min(charged_prompt + charged_output, r.tokens)
+        overrun = max(charged - r.tokens, 0)
+        rec = RequestRecord(
+            id=r.id, role=r.role, context_id=r.context_id, policy=self.policy,
+            outcome=outcome if sent else "unsent", estimated_prompt=r.estimated_prompt,
+            max_output=r.max_output, reserved=r.tokens, charged=charged, refunded=r.tokens - charged + overrun,
+            charged_prompt=charged_prompt, charged_output=charged_output, prefix_reused=reused,
+            output_tokens=out_tokens, **_measured(usage), counter=counter, estimates=estimates, reconciled=reconciled,
+            measured_charge=measured_charge, overrun=overrun)
+        self.totals.charged += rec.charged
+        self.totals.refunded += rec.refunded
+        if overrun:
+            self.totals.overrun += overrun
+            self.totals.overruns += 1
+        self.totals.requests += 1
+        self.records.append(rec)
+        return rec
 
     def record_final(self, *, counter: TokenCounter, estimated_prompt: int, max_output: int,
                      output_units: Sequence[int], outcome: str, usage: Usage | None,

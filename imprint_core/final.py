@@ -19,7 +19,7 @@ from .budget import MIN_OUTPUT_TOKENS, tokens
 from .events import Condensed, Fallback, FinalFit
 from .requests import ModelCaller
 from .trace import TraceWriter
-from .types import CancelToken, Evidence, FinalMode, Message, StopReason
+from .types import Evidence, FinalMode, Message, StopReason
 
 REASONS = {
     StopReason.TIME_BUDGET: "the research time budget ran out",
@@ -48,8 +48,11 @@ class FinalPlan:
         tokens("condense_max_output", self.condense_max_output, MIN_OUTPUT_TOKENS)
 
 
-def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason, messages: list[Message], *,
-                 trace: TraceWriter, cancel: CancelToken) -> tuple[str, FinalMode]:
+def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason, messages: list[Message]
+                 ) -> tuple[str, FinalMode]:
+    """The answer after research stopped with `stop`, and how it was made. The
+    trace and the cancel token are the caller's."""
+    trace, cancel = caller.trace, caller.cancel
     why = REASONS.get(stop, stop.value)
     final_msgs = messages + [Message("user", FINAL_INSTRUCTION.format(why=why))]
     fits, estimate = _fits(caller, plan, final_msgs)
@@ -66,14 +69,15 @@ def final_answer(caller: ModelCaller, plan: FinalPlan, stop: StopReason, message
         if not fits:
             return _fallback(trace, plan, stop, "even the condensed evidence could not fit the model's context window")
     reply = caller.final(final_msgs, max_tokens=plan.max_tokens, deadline_sec=plan.deadline_sec, estimate=estimate)
-    if reply.stop is StopReason.CANCELLED:
+    ended = reply.stop.reason if reply.stop is not None else None
+    if ended is StopReason.CANCELLED:
         return "", FinalMode.CANCELLED
     if reply.error is not None:
         return _fallback(trace, plan, stop, f"the final request failed ({reply.error})")
     if not reply.text.strip():
         why_not = "the final request ran past its deadline" if reply.stop else "the final request returned no text"
         return _fallback(trace, plan, stop, why_not)
-    if reply.stop is StopReason.TIME_BUDGET:
+    if ended is StopReason.TIME_BUDGET:
         return (reply.text + f"\n\n[answer cut short: the final request reached its "
                              f"{plan.deadline_sec:g}-second deadline]"), FinalMode.SYNTHESIZED
     return reply.text, FinalMode.SYNTHESIZED

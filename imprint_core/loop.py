@@ -24,7 +24,7 @@ from .settings import ResearchSettings
 from .stoprules import CallView, RoundView, choose
 from .tools import ToolExecutor, distinct_ids
 from .trace import TraceWriter
-from .types import CancelToken, Clock, Evidence, FinalMode, Message, Provider, StopReason, Tool, ToolCall, ToolResult
+from .types import CancelToken, Clock, Evidence, FinalMode, Message, Provider, Stop, StopReason, Tool, ToolCall, ToolResult
 from .workers import WORKER_TOOL, SectionWorkers
 
 DEFAULT_SYSTEM = ("You are a research assistant. Call tools to gather evidence; when the evidence is enough, "
@@ -118,10 +118,10 @@ class ResearchLoop:
             reply = self.caller.research(messages, self.tool_specs, role="coordinator", context_id="coordinator",
                                          max_output=self.config.research_max_output_tokens, round=self.round + 1)
             if reply.stop is not None:
-                return self._finish(reply.stop, reply.detail, "", messages)
+                return self._finish(reply.stop, "", messages)
             self.round += 1
             if reply.error is None and not reply.calls and reply.text.strip():
-                return self._finish(StopReason.ANSWERED, "", reply.text, messages)
+                return self._finish(Stop(StopReason.ANSWERED), reply.text, messages)
             if reply.error is not None or not reply.calls:
                 # A request that failed for good, or a reply with nothing to
                 # answer with and nothing to run (transformers serve drops a
@@ -129,17 +129,17 @@ class ResearchLoop:
                 # without new evidence, never an empty answer.
                 if reply.error is None:
                     self.trace.write(EmptyReply(round=self.round, chars=len(reply.text)))
-                stop, detail = self._judge(RoundView(self.round, "error"), [])
+                stop = self._judge(RoundView(self.round, "error"), [])
             else:
                 calls = distinct_ids(reply.calls, self.round)
                 messages.append(Message("assistant", reply.text, tool_calls=tuple(calls)))
                 results = executor.run_batch(calls, self.round)
                 messages.extend(Message("tool", r.text, tool_call_id=r.call_id, name=r.name) for r in results)
                 self._keep(calls, results)
-                stop, detail = self._judge(_round_view(self.round, calls, results), [r.call_id for r in results])
-                stop, detail = self._after_batch(results) or (stop, detail)
+                stop = self._judge(_round_view(self.round, calls, results), [r.call_id for r in results])
+                stop = self._after_batch(results) or stop
             if stop is not None:
-                return self._finish(stop, detail, "", messages)
+                return self._finish(stop, "", messages)
 
     def _tools(self, question: str) -> list[Tool]:
         if not self.config.section_workers:
@@ -168,27 +168,28 @@ class ResearchLoop:
             if r.status == "ok" and r.kind == "read":
                 self.evidence.append(Evidence(self.round, r.name, c.arguments, r.text))
 
-    def _judge(self, view: RoundView, call_ids: list[str]) -> tuple[StopReason | None, str]:
+    def _judge(self, view: RoundView, call_ids: list[str]) -> Stop | None:
         """The stop rule observes the round; its notes go beside it in the trace."""
         why = self.stop_rule.observe(view)
         self.trace.write(RoundEnd.judged(self.round, view.kind, self.stop_rule.name, self.stop_rule.notes(), call_ids,
                                          reserved=self.ledger.totals.reserved, charged=self.ledger.totals.charged,
                                          deadline=self.time.deadline))
         if why:
-            return StopReason.NO_PROGRESS, why if self.stop_rule.name == "record" else f"{self.stop_rule.name}: {why}"
-        return None, ""
+            return Stop(StopReason.NO_PROGRESS, why if self.stop_rule.name == "record" else f"{self.stop_rule.name}: {why}")
+        return None
 
-    def _after_batch(self, results: list[ToolResult]) -> tuple[StopReason, str] | None:
+    def _after_batch(self, results: list[ToolResult]) -> Stop | None:
         """What ends research once a batch is recorded, whatever the rule said."""
         if self.cancel.cancelled:
-            return StopReason.CANCELLED, "cancelled during the tool batch"
+            return Stop(StopReason.CANCELLED, "cancelled during the tool batch")
         if self.time.expired():
-            return StopReason.TIME_BUDGET, self.time.passed()
+            return Stop(StopReason.TIME_BUDGET, self.time.passed())
         # a section worker met a budget
         return next((r.stop for r in results if r.stop is not None), None)
 
     # -- the end ---------------------------------------------------------------------
-    def _finish(self, stop: StopReason, detail: str, answer: str, messages: list[Message]) -> ResearchResult:
+    def _finish(self, end: Stop, answer: str, messages: list[Message]) -> ResearchResult:
+        stop, detail = end.reason, end.detail
         totals = self.ledger.totals
         self.trace.write(Stopped(reason=stop.value, detail=detail, round=self.round, reserved=totals.reserved,
                                  charged=totals.charged, refunded=totals.refunded,
@@ -202,7 +203,7 @@ class ResearchLoop:
                              max_tokens=self.settings.max_tokens, deadline_sec=self.config.final_deadline_sec,
                              condense_max_output=self.config.research_max_output_tokens, round=self.round,
                              context_window=self.provider.context_window)
-            answer, mode = final_answer(self.caller, plan, stop, messages, trace=self.trace, cancel=self.cancel)
+            answer, mode = final_answer(self.caller, plan, stop, messages)
         if mode is not FinalMode.CANCELLED:
             messages = messages + [Message("assistant", answer)]
             if self.on_answer is not None:

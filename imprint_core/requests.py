@@ -17,7 +17,7 @@ from .events import (BudgetExhausted, CountFallback, FinalRequest, FinalSettled,
                      RequestSettled)
 from .streams import Collected, collect
 from .trace import TraceWriter
-from .types import CancelToken, Clock, Message, ModelRequest, Provider, StopReason, TokenCounter, ToolCall, ToolSpec
+from .types import CancelToken, Clock, Message, ModelRequest, Provider, Stop, StopReason, TokenCounter, ToolCall, ToolSpec
 
 
 @dataclass
@@ -26,14 +26,18 @@ class Reply:
     research must end; `error`: the request failed for good)."""
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
-    stop: StopReason | None = None
+    stop: Stop | None = None
     error: ProviderError | None = None
-    detail: str = ""
     record: RequestRecord | None = None
 
     @property
     def failed(self) -> bool:
         return self.stop is not None or self.error is not None
+
+    @property
+    def detail(self) -> str:
+        """What ended the request: the stop's words, else the error's."""
+        return self.stop.detail if self.stop is not None else str(self.error) if self.error is not None else ""
 
 
 @dataclass
@@ -111,20 +115,20 @@ class ModelCaller:
         first. Section workers begin theirs in order, so that the ledger and
         the trace never depend on thread timing."""
         if self.cancel.cancelled:
-            return Reply(stop=StopReason.CANCELLED, detail="cancelled before a model request")
+            return Reply(stop=Stop(StopReason.CANCELLED, "cancelled before a model request"))
         if self.time.expired():
-            return Reply(stop=StopReason.TIME_BUDGET, detail=self.time.passed())
+            return Reply(stop=Stop(StopReason.TIME_BUDGET, self.time.passed()))
         counter, units, estimate = self.count(messages, tools, role=role, context_id=context_id)
         window = self.provider.context_window
         if estimate + max_output > window:
-            return Reply(stop=StopReason.CONTEXT_FULL,
-                         detail=f"prompt of {estimate} tokens plus {max_output} output tokens exceeds the "
-                                f"context window of {window}")
+            return Reply(stop=Stop(StopReason.CONTEXT_FULL,
+                                   f"prompt of {estimate} tokens plus {max_output} output tokens exceeds the "
+                                   f"context window of {window}"))
         try:
             reservation = self.ledger.reserve(estimate, max_output, role=role, context_id=context_id)
         except TokenBudgetExceeded as exc:
             self._exhausted(exc, role, context_id)
-            return Reply(stop=StopReason.TOKEN_BUDGET, detail=str(exc))
+            return Reply(stop=Stop(StopReason.TOKEN_BUDGET, str(exc)))
         self.trace.write(RequestReserved(id=reservation.id, role=role, context_id=context_id, attempt=attempt,
                                          estimated_prompt=estimate, max_output=max_output,
                                          reserved=reservation.tokens, budget_left=self.ledger.totals.left))
@@ -158,22 +162,22 @@ class ModelCaller:
                                         interrupted=interrupted.value if interrupted else None, round=p.round))
         if interrupted is not None:
             what = "cancelled" if interrupted is StopReason.CANCELLED else self.time.passed()
-            return Reply(text=got.text, stop=interrupted, detail=f"{what} during a {role} response", record=record)
+            return Reply(text=got.text, stop=Stop(interrupted, f"{what} during a {role} response"), record=record)
         if error is None:
             return Reply(text=got.text, calls=list(got.calls), record=record)
         if (error.retryable and error.retry_after is not None and p.attempt < self.max_retries
                 and self.clock.now() + error.retry_after >= self.time.deadline):
             # Honouring the server's wait would pass the deadline; sending
             # again at once would ignore it. Research time is up.
-            return Reply(stop=StopReason.TIME_BUDGET, record=record,
-                         detail=f"rate limited: the provider asked to wait {error.retry_after:g} s with "
-                                f"{max(self.time.remaining(), 0):.3g} s of research time left")
+            return Reply(stop=Stop(StopReason.TIME_BUDGET,
+                                   f"rate limited: the provider asked to wait {error.retry_after:g} s with "
+                                   f"{max(self.time.remaining(), 0):.3g} s of research time left"), record=record)
         wait = self._retry_wait(error, p.attempt)
         if wait is None:
-            return Reply(text=got.text, error=error, detail=str(error), record=record)
+            return Reply(text=got.text, error=error, record=record)
         self.trace.write(RequestRetry(id=p.reservation.id, attempt=p.attempt + 1, wait=wait, error=str(error)))
         if not self._wait(wait):
-            return Reply(stop=StopReason.CANCELLED, detail="cancelled while waiting to retry", record=record)
+            return Reply(stop=Stop(StopReason.CANCELLED, "cancelled while waiting to retry"), record=record)
         return None
 
     def _exhausted(self, exc: TokenBudgetExceeded, role: str, context_id: str) -> None:
@@ -210,7 +214,7 @@ class ModelCaller:
         """The tools-free final request: not reserved against the research
         budget, recorded like any other; its own deadline."""
         if self.cancel.cancelled:
-            return Reply(stop=StopReason.CANCELLED, detail="cancelled before the final request")
+            return Reply(stop=Stop(StopReason.CANCELLED, "cancelled before the final request"))
         counter, _, counted = self.count(messages, [], role="final", context_id="final")
         estimate = counted if estimate is None else estimate
         deadline = self.clock.now() + deadline_sec
@@ -226,7 +230,8 @@ class ModelCaller:
         self.counting.learn(messages, [], got.usage)
         self.trace.write(FinalSettled(record=record, error=str(error) if error else None,
                                       interrupted=interrupted.value if interrupted else None))
-        return Reply(text=got.text, stop=interrupted, error=error, detail=str(error) if error else "", record=record)
+        return Reply(text=got.text, stop=Stop(interrupted, str(error) if error else "") if interrupted else None, error=error,
+                     record=record)
 
     def _stream(self, req: ModelRequest, deadline: float) -> Collected:
         try:

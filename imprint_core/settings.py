@@ -40,7 +40,7 @@ class SettingSpec:
         (it imports these settings, so it cannot be read when they load)."""
         if BUILT_IN_RULES not in self.text:
             return self.text
-        from .stoprules import available
+        from .stoprules.registry import available
         return self.text.replace(BUILT_IN_RULES, ", ".join(i.name for i in available() if i.origin == "built-in"))
 
     @property

@@ -21,6 +21,15 @@ class StopReason(str, enum.Enum):
     CANCELLED = "cancelled"
 
 
+@dataclass(frozen=True)
+class Stop:
+    """Why research ends: the reason, and the words that say so (the trace's
+    `stop` line and the result's detail). One value wherever a stop travels:
+    a model request's `Reply`, a tool's `ToolOutput`, the loop's helpers."""
+    reason: StopReason
+    detail: str = ""
+
+
 class FinalMode(str, enum.Enum):
     ANSWERED = "answered"        # the model answered during research
     SYNTHESIZED = "synthesized"  # the tools-free final request answered
@@ -88,7 +97,7 @@ class ToolOutput:
     status: Literal["ok", "empty", "error"] | None = None  # None: derived from text
     # A tool that spends the research budgets itself (section workers) and met
     # one: research ends after this batch, with this reason and detail.
-    stop: "tuple[StopReason, str] | None" = None
+    stop: Stop | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,7 @@ class ToolResult:
     started_at: float | None = None
     finished_at: float | None = None
     after_deadline: bool = False
-    stop: "tuple[StopReason, str] | None" = None   # the tool's own stop (ToolOutput.stop)
+    stop: Stop | None = None   # the tool's own stop (ToolOutput.stop)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 from .budget import MIN_OUTPUT_TOKENS, tokens
 from .requests import ModelCaller, Pending, Reply
 from .streams import Collected
-from .types import Message, StopReason, ToolContext, ToolOutput, ToolSpec
+from .types import Message, Stop, StopReason, ToolContext, ToolOutput, ToolSpec
 
 WORKER_SYSTEM = "You research one section of a question. Reply with concise notes of the facts you find."
 WORKER_TOOL = ToolSpec(
@@ -41,7 +41,7 @@ class SectionWorkers:
         prompts = [[Message("system", WORKER_SYSTEM), Message("user", f"Question: {self.question}\nSection: {s}")]
                    for s in sections]
         admitted = self._admitted(prompts)
-        stops: dict[int, tuple[StopReason, str]] = {}   # by section: the first section's stop is reported
+        stops: dict[int, Stop] = {}   # by section: the first section's stop is reported
         # Three phases, so that the ledger and the trace never depend on thread
         # timing: every admitted section is reserved in order, the requests
         # are sent at once, and they are settled in order (a retry, rare, then
@@ -69,12 +69,12 @@ class SectionWorkers:
                                              attempt=b.attempt + 1)  # type: ignore[union-attr]
             self.caller.ledger.forget_context(f"{base}-{i}")  # never continued: keep memory flat
             if reply.stop is not None:
-                stops[i] = (reply.stop, f"section worker: {reply.detail}")
+                stops[i] = Stop(reply.stop.reason, f"section worker: {reply.detail}")
             notes.append(f"[section {section!r} not researched: {reply.detail}]" if reply.failed else reply.text)
         if admitted < len(sections) and not stops:
             refused = self.caller.reservation_refused(prompts[admitted], self.max_output, role="worker",
                                                       context_id=f"{base}-{admitted}")
-            stops[admitted] = (StopReason.TOKEN_BUDGET, f"section worker: {refused}")
+            stops[admitted] = Stop(StopReason.TOKEN_BUDGET, f"section worker: {refused}")
         good = [n for n in notes if not n.startswith("[section ")]
         return ToolOutput("\n\n".join(notes), segments=tuple(good), status="ok" if good else "error",
                           stop=stops[min(stops)] if stops else None)

@@ -1,13 +1,20 @@
-"""Shared helpers for the imprint_core tests: deterministic evidence text,
-recording tools, and a one-call way to build a loop on a virtual clock.
+"""Shared builders of the tests (on the path by pytest's `pythonpath`): for the
+imprint_core tests deterministic evidence text, recording tools, and a one-call
+way to build a loop on a virtual clock; for the harness's and the system's
+tests synthetic raw runs and a small `imprint regress` repository.
 
 Nothing here sleeps: all time is simulated on a VirtualClock.
 """
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
 from typing import Any, Callable, Sequence
+
+import pytest
 
 from imprint_core import (CancelToken, EventLog, FunctionTool, LoopConfig, ResearchLoop, ResearchSettings, ScriptedProvider,
                           ToolContext, ToolOutput, ToolSpec, TraceWriter, Turn, VirtualClock, call)
@@ -173,3 +180,117 @@ def endless(fn: Callable[[int], Any], limit: int = 400):
 
 def patience_counters(run: "Run") -> list[int]:
     return [e.patience_counter for e in run.events("round_end")]
+
+
+# ---- builders the harness's and the system's tests share (the harness is imported where used) ----------------
+# OpenAI chat messages and a mini-swe-agent trajectory (the importers' tests, the system's damaged inputs).
+def chat_call(cid: str, name: str, args) -> dict:
+    """An OpenAI chat tool call (`args` as JSON, or text as it came)."""
+    return {"id": cid, "type": "function",
+            "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+
+
+def chat_assistant(*calls: dict, text: str = "") -> dict:
+    return {"role": "assistant", "content": text, "tool_calls": list(calls)}
+
+
+def chat_tool(cid: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": cid, "content": content}
+
+
+def shell_obs(rc: int, output: str) -> str:
+    return f"<returncode>{rc}</returncode>\n<output>\n{output}</output>"
+
+
+def mini_swe(submission: str = "diff --git a/x b/x\n") -> dict:
+    """A mini-swe-agent trajectory of six bash rounds, one of them a format error."""
+    bash = lambda cid, cmd: chat_call(cid, "bash", {"command": cmd})  # noqa: E731
+    return {
+        "trajectory_format": "mini-swe-agent-1.1", "instance_id": "demo__demo-1",
+        "info": {"exit_status": "Submitted", "submission": submission,
+                 "config": {"model": {"model_name": "test/model"}}},
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the bug."},
+            chat_assistant(bash("c1", "cd /testbed && ls")), chat_tool("c1", shell_obs(0, "a.py\nb.py\n")),
+            chat_assistant(bash("c2", "grep -n nothing a.py")), chat_tool("c2", shell_obs(1, "")),
+            chat_assistant(bash("c3", "sed -i 's/x/y/' a.py")), chat_tool("c3", shell_obs(0, "")),
+            chat_assistant(chat_call("c4", "bash", '{"command": "ls')),
+            {"role": "user", "content": "Tool call error: Unterminated string", "extra": {"interrupt_type": "FormatError"}},
+            chat_assistant(bash("c5", "python repro.py")),
+            chat_tool("c5", shell_obs(1, "Traceback (most recent call last):\n  File \"repro.py\"\nValueError: x\n")),
+            chat_assistant(bash("c6", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff")),
+            {"role": "exit", "content": submission, "extra": {"exit_status": "Submitted"}},
+        ],
+    }
+
+
+# A small repository for `imprint regress` (its tests, the system's refusals and kill trials).
+DAY = date(2026, 1, 31)
+"""The day `imprint regress add` records in the `repo` fixture."""
+
+CONFIG = """\
+[inputs]
+traces = ["traces"]
+latest_run = false
+round_logs = []
+labels = ["labels.yaml", "regressions.yaml"]
+
+[premature_stops]
+patience = 4
+max_premature = 0
+# a share-based judgement would let 1 failing regression of 2 pass: the regressions are judged run by run
+max_premature_share = 0.5
+
+[divergence]
+min_requests = 3
+exclude = ["stub"]
+
+[overruns]
+max_count = 0
+max_overrun_sec = 5.0
+"""
+"""The `repo` fixture's gate config: patience 4, its regressions judged run by run."""
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch) -> Path:
+    """A small repository: a gate config, a passing corpus, no regressions yet (cwd)."""
+    from harness.cli import regress as regress_cli
+    from harness.realruns.regressionstore import HEADER
+    from reportdata import fact, handmade_trace, round_log
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(regress_cli, "today", lambda: DAY)
+    (tmp_path / "gate.toml").write_text(CONFIG)
+    (tmp_path / "labels.yaml").write_text("runs:\n  lull: {should_not_stop_before: 6}\n")
+    (tmp_path / "regressions.yaml").write_text(HEADER)
+    good = tmp_path / "traces" / "good"
+    handmade_trace(good / "remote.jsonl", provider="remote", provider_kind="remote", ratios=[1.1, 1.2, 1.05, 1.3],
+                   header_extra={"server": "llamacpp"}, scenario="fine")
+    round_log(good / "lull.jsonl", [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]])
+    return tmp_path
+
+
+def regress(*args: str) -> int:
+    """`imprint regress ARGS` against the `repo` fixture's store, labels and gate config."""
+    from harness.cli import main
+    return main(["regress", *args, "--store", "traces/regressions", "--labels", "regressions.yaml",
+                 "--config", "gate.toml"])
+
+
+def chat_run(path: Path, results: list[str]) -> Path:
+    """An OpenAI chat message list (a raw trajectory): one search round per result."""
+    msgs: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Find it."}]
+    for i, text in enumerate(results):
+        msgs.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": i})}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(msgs))
+    return path
+
+
+def stalled(repo: Path) -> Path:
+    """A raw run that repeats itself from round 2: patience 4 stops it at round 5 of 8."""
+    from reportdata import fact
+    return chat_run(repo / "raw" / "stalled.json", [fact(1)] * 7 + [fact(2)])

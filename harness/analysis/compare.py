@@ -4,7 +4,7 @@ Every rule is replayed over every labelled run (each reply with the rule
 reset, as in the loop) and judged by the one definition of a caught loop
 (`realruns.labels.judge`: a stop from the loop's first round to `slack`
 rounds after its last). Runs are split by task exactly as `imprint tune`
-splits them (`tune.Split`), so a rule's dev and held-out figures are
+splits them (`stops.Split`), so a rule's dev and held-out figures are
 comparable with the tuner's. Per rule, per corpus and part:
 
 - loop recall and premature stops on useful runs (the gate's two figures);
@@ -17,144 +17,77 @@ comparable with the tuner's. Per rule, per corpus and part:
   `TokenReplay`), with the round at which the record's default token budget
   would have ended the run anyway.
 
-The record's rule is computed through the tuner's cached per-round
-progress (`sweep.compute_progress`), so its cost is tune's; any other rule
-is replayed directly (they are cheap: no text is normalized).
+Stops come from `stops.rule_stops`: the record's rule through the tuner's
+cached per-round progress (`sweep.compute_progress`), so its cost is tune's;
+any other rule replayed directly (they are cheap: no text is normalized).
 """
 from __future__ import annotations
 
 import json
-import math
+import sys
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from imprint_core.counting import DEFAULT_BYTES_PER_TOKEN
-from imprint_core.novelty import NoveltyConfig
+from imprint_core.budget import POLICIES, TokenBudget, TokenLedger
+from imprint_core.counting import ByteEstimateCounter
+from imprint_core.loop import LoopConfig
 from imprint_core.settings import SPECS
-from imprint_core.stoprules import build, resolve
-from imprint_core.stoprules.guard import RuleFailed
-from imprint_core.stoprules.builtin import AnyRule
+from imprint_core.stoprules import resolve
 
 from ..realruns.labels import LOOP_SLACK, Judgement, Tally, judge
-from ..realruns.roundlogs import round_view
 from .progresscache import ProgressCache
 from .stats import CONFIDENCE, Rate, mcnemar, paired_difference, rate
-from .sweep import TuneRun, compute_progress, stop_rounds
-from .tune import PARTS, Split
+from .sweep import TuneRun
+from .stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
 
 DEFAULT_RULES = ("record", "record[patience=4]", "round-cap", "identical-batch", "openhands", "gemini-cli",
                  "result-aware-repeat", "any", "outcome-repeat", "repeat-aware")
-RESEARCH_MAX_OUTPUT = 512          # LoopConfig's research output allowance: what each request reserves
+RESEARCH_MAX_OUTPUT = LoopConfig().research_max_output_tokens   # what each research request reserves for output
 SETUP_BYTES = 1_200                # system prompt, question and tool schemas: what every prompt starts with
 TOKEN_BUDGET = SPECS["chat.research_token_budget"].default
-
-
-@dataclass(frozen=True)
-class RuleChoice:
-    label: str                      # as the user named it: `gemini-cli[threshold=3]`
-    spec: str
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 # ---- tokens a round log would have cost ---------------------------------------------------------------------
 @dataclass
 class TokenReplay:
-    """A round log's requests under the record's accounting: round r's prompt
-    is the setup plus every earlier round's calls and results, counted by the
-    byte estimate; its output is its calls. `reserve` charges the whole
-    reservation (prompt plus `RESEARCH_MAX_OUTPUT`); `prefix-refund` charges
-    the prompt past the previous request's prompt and output, plus the
-    output. `budget_end`: the last round the default token budget lets run
-    under each policy (None: the run fits)."""
+    """A round log's requests under the record's accounting, settled by the
+    core's `TokenLedger` (one per policy, `settle_counted`): round r's
+    prompt is the setup plus every earlier round's calls and results,
+    counted by the byte estimate (`ByteEstimateCounter`); its output is its
+    calls; each request reserves the prompt plus the loop's research output
+    allowance (`LoopConfig.research_max_output_tokens`) and reuses the
+    previous request's prompt and output. `budget_end`: the last round the
+    default token budget (`TokenBudget.admits`) lets run under each policy
+    (None: the run fits). A reply starts a new context, as in the loop; the
+    budget's usage runs over the whole run."""
     reserve: list[int]
     prefix_refund: list[int]
     budget_end: dict[str, int | None]
 
 
-def _tokens(nbytes: int) -> int:
-    return math.ceil(nbytes / DEFAULT_BYTES_PER_TOKEN)
-
-
 def token_replay(run: TuneRun, budget: int = TOKEN_BUDGET, max_output: int = RESEARCH_MAX_OUTPUT) -> TokenReplay:
-    reserve, prefix = [], []
-    end: dict[str, int | None] = {"reserve": None, "prefix-refund": None}
-    used = {"reserve": 0, "prefix-refund": 0}
-    for rep in run.full:
+    counter = ByteEstimateCounter()
+    ledgers = {policy: TokenLedger(sys.maxsize, policy) for policy in POLICIES}   # charges only: never refuses
+    limits = {policy: TokenBudget(budget, ledger.totals) for policy, ledger in ledgers.items()}
+    charged: dict[str, list[int]] = {policy: [] for policy in POLICIES}
+    end: dict[str, int | None] = {policy: None for policy in POLICIES}
+    for i, rep in enumerate(run.full):
         context = SETUP_BYTES          # a reply starts a new context (and, in the loop, new budgets)
-        before = None                  # the previous request's prompt + output, in tokens
+        before = 0                     # the previous request's prompt + output, in tokens
         for rnd in rep.rounds:
             out_bytes = sum(len(json.dumps({"name": c.tool, "arguments": c.args}, ensure_ascii=False).encode())
                             for c in rnd.calls)
-            prompt, output = _tokens(context), _tokens(out_bytes)
-            charges = {"reserve": prompt + max_output,
-                       "prefix-refund": (prompt - before if before is not None else prompt) + output}
-            for policy, charge in charges.items():
-                if end[policy] is None and used[policy] + prompt + max_output > budget:
+            prompt, output = counter.to_tokens(context), counter.to_tokens(out_bytes)
+            for policy, ledger in ledgers.items():
+                if end[policy] is None and not limits[policy].admits(prompt + max_output):
                     end[policy] = rnd.number - 1
-                used[policy] += charge
-            reserve.append(charges["reserve"])
-            prefix.append(charges["prefix-refund"])
+                r = ledger.reserve(prompt, max_output, context_id=f"reply-{i}")
+                charged[policy].append(ledger.settle_counted(r, reused=before, output=output,
+                                                             counter=counter.name).charged)
             before = prompt + output
             context += out_bytes + sum(len(c.result.encode()) for c in rnd.calls)
-    return TokenReplay(reserve, prefix, end)
-
-
-# ---- stops ---------------------------------------------------------------------------------------------------
-def _record_fast(choice: RuleChoice) -> tuple[int, NoveltyConfig] | None:
-    """A record rule given only patience and novelty fields goes through the
-    tuner's cached progress."""
-    if resolve(choice.spec).name != "record":
-        return None
-    info = resolve("record")
-    params = dict(choice.params)
-    patience = params.pop("patience", info.params["patience"])
-    from imprint_core.stoprules import convert
-    fields = {k: convert(info, k, v) for k, v in params.items()}
-    rule = build("record", {"patience": patience, **fields})   # checks every value
-    return rule.patience.patience, rule.config
-
-
-def rule_stops(choice: RuleChoice, runs: Sequence[TuneRun], *, cache: ProgressCache | None = None,
-               jobs: int | None = 1, progress: Callable[[int], None] | None = None) -> list[int | None]:
-    """The first stop round of `choice` in every run (None: never)."""
-    made = build(choice.spec, choice.params)
-    if isinstance(made, AnyRule) and made.specs:
-        # The earliest of the members' stops, each member through its own fast path (the record's: cached).
-        per = [rule_stops(RuleChoice(n, n, p), runs, cache=cache, jobs=jobs) for n, p in made.specs]
-        out = [min((s for s in col if s is not None), default=None) for col in zip(*per)]
-        if progress:
-            progress(len(runs))
-        return out
-    fast = _record_fast(choice)
-    if fast is not None:
-        patience, cfg = fast
-        computed, _ = compute_progress(runs, [cfg], jobs=jobs, cache=cache)
-        out = [stop_rounds(computed[(0, ri)], run.numbers, [patience])[patience] for ri, run in enumerate(runs)]
-        if progress:
-            progress(len(runs))
-        return out
-    info = resolve(choice.spec)          # `made` above already checked the parameters, before any run
-    out = []
-    for run in runs:
-        rule = build(info, choice.params)
-        stop = None
-        try:
-            for i, rep in enumerate(run.full):
-                if i:
-                    rule.reset()
-                for rnd in rep.rounds:
-                    if rule.observe(round_view(rnd)):
-                        stop = rnd.number
-                        break
-                if stop is not None:
-                    break
-        except RuleFailed as exc:     # a user's rule raised (stoprules/guard.py): say in which run
-            raise exc.in_run(run.origin or run.name) from None
-        out.append(stop)
-        if progress:
-            progress(1)
-    return out
+    return TokenReplay(charged["reserve"], charged["prefix-refund"], end)
 
 
 # ---- figures ------------------------------------------------------------------------------------------------
@@ -247,9 +180,6 @@ class Cell(Tally):
             out |= {key: self.saving(what), f"{key}_ci95_low": lo, f"{key}_ci95_high": hi}
         out["vs_shipped"] = self.paired
         return out
-
-
-POLICIES = ("reserve", "prefix-refund")
 
 
 def judge_run(run: TuneRun, stop: int | None, tokens: TokenReplay, slack: int) -> RunJudged:

@@ -1,9 +1,10 @@
 """The gate's config: `reports/gate.toml` (or the file `--config` names)
 read, checked against its schema and merged over the defaults.
 
-Every table and key is known (`SCHEMA`: type, check and what is expected);
-a mistake is a `UserInputError` naming the file, its line and the dotted
-key. `[divergence.providers.PATTERN]` overrides the band of the providers it
+Every table and key is known: `GateFile` is the schema (pydantic models,
+strict: each key's type, bounds, default and what it expects), and a
+mistake is a `UserInputError` naming the file, its line (found in the text:
+`tomllib` keeps no positions) and the dotted key. `[divergence.providers.PATTERN]` overrides the band of the providers it
 matches, `[divergence.exact]` holds exact counting modes, and
 `[loop_recall_baseline.CORPUS]` records what the shipped rule caught. A
 replay setting that differs from the shipped default is kept, with a
@@ -14,12 +15,15 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Literal, Sequence
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from imprint_core.errors import UserInputError, digits_exceeded, long_number_line, too_many_digits
-from imprint_core.novelty import NORMALIZATIONS
+from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.settings import SPECS
 
 from ..realruns.labels import LOOP_SLACK, read_user_file
@@ -27,69 +31,101 @@ from ..realruns.noveltyconfigs import make_config
 from ..realruns.regressionstore import CORPUS as REGRESSIONS
 from ..realruns.roundlogs import PATIENCE, USER_TURNS
 
-# table -> key -> (type, check, expected)
-_NUM = (int, float)
-SCHEMA: dict[str, dict[str, tuple[Any, Any, str]]] = {
-    "inputs": {
-        "traces": (list, None, "a list of paths"),
-        "latest_run": (bool, None, "true or false"),
-        "runs_dir": (str, None, "a path"),
-        "round_logs": (list, None, "a list of paths"),
-        "labels": (list, None, "a list of label files"),
-    },
-    "premature_stops": {
-        "patience": (int, lambda v: PATIENCE.min <= v <= PATIENCE.max,
-                     f"an integer within {PATIENCE.min}–{PATIENCE.max}"),
-        "normalization": (str, lambda v: v in NORMALIZATIONS, "one of " + ", ".join(NORMALIZATIONS)),
-        "user_turns": (str, lambda v: v in USER_TURNS, "one of " + ", ".join(USER_TURNS)),
-        "max_premature": (int, lambda v: v >= 0, "an integer of 0 or more"),
-        "max_premature_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
-        "strict": (list, None, "a list of corpus names (labels files without `labels-` and `.yaml`)"),
-        "per_run": (list, None, "a list of corpus names whose every labelled run must hold"),
-        "min_loop_recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1 (read as loop_recall_goal)"),
-        "loop_recall_goal": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
-        "rule": (str, lambda v: bool(v.strip()), "a stop rule (`imprint rules`)"),
-        "rule_params": (dict, None, "a table of the rule's parameters"),
-        "loop_slack": (int, lambda v: v >= 0, "an integer of 0 or more"),
-        "novelty": (dict, None, "a table of NoveltyConfig fields"),
-    },
-    "divergence": {
-        "min_requests": (int, lambda v: v >= 1, "an integer of 1 or more"),
-        "median_min": (_NUM, lambda v: v > 0, "a positive number"),
-        "median_max": (_NUM, lambda v: v > 0, "a positive number"),
-        "p95_max": (_NUM, lambda v: v > 0, "a positive number"),
-        "max_undercount_share": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
-        "exclude": (list, None, "a list of provider names or patterns"),
-        "providers": (dict, None, "a table of per-provider thresholds"),
-        "exact": (dict, None, "a table of thresholds for exact counting modes"),
-        "max_overruns": (int, lambda v: v >= 0, "an integer of 0 or more"),
-    },
-    "loop_recall_baseline": {},   # one table per corpus: BASELINE_KEYS
-    "overruns": {
-        "deliberate": (list, None, "a list of scenario names that overrun on purpose"),
-        "max_count": (int, lambda v: v >= 0, "an integer of 0 or more"),
-        "max_overrun_sec": (_NUM, lambda v: v >= 0, "a number of seconds, 0 or more"),
-    },
-}
-BASELINE_KEYS = {"recall": (_NUM, lambda v: 0 <= v <= 1, "a share within 0–1"),
-                 "caught": (int, lambda v: v >= 0, "an integer of 0 or more"),
-                 "loops": (int, lambda v: v >= 0, "an integer of 0 or more"),
-                 "commit": (str, None, "the commit that measured it"),
-                 "rule": (str, None, "the rule it was measured with")}
-PROVIDER_KEYS = ("min_requests", "median_min", "median_max", "p95_max", "max_undercount_share")
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "inputs": {"traces": ["traces"], "latest_run": True, "runs_dir": "traces/runs", "round_logs": [], "labels": []},
-    "premature_stops": {"patience": PATIENCE.default, "normalization": "default", "user_turns": "reset", "max_premature": 0,
-                        "max_premature_share": 0.10, "strict": [], "per_run": [REGRESSIONS],
-                        "loop_recall_goal": 0.8, "loop_slack": LOOP_SLACK,
-                        "novelty": {}, "rule": SPECS["chat.research_stop_rule"].default, "rule_params": {}},
-    "loop_recall_baseline": {},
-    "divergence": {"min_requests": 5, "median_min": 0.9, "median_max": 1.5, "p95_max": 2.0,
-                   "max_undercount_share": 0.05, "exclude": [], "providers": {},
-                   "exact": {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0},
-                   "max_overruns": 0},
-    "overruns": {"deliberate": [], "max_count": 0, "max_overrun_sec": 0.0},
-}
+EXACT_DEFAULTS = {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0}
+"""`[divergence.exact]`: what an exact counting mode (a tokenizer) is held to."""
+
+
+def _field(default: Any, expected: str, **bounds: Any) -> Any:
+    """A key's default, bounds and what a mistake is told it expects."""
+    return Field(default, description=expected, **bounds)
+
+
+Share = Annotated[float, Field(ge=0, le=1)]
+Positive = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=0)]
+_SHARE, _POSITIVE, _COUNT = "a share within 0–1", "a positive number", "an integer of 0 or more"
+
+
+class _Table(BaseModel):
+    """A table of gate.toml: its keys known, each value of its type (no
+    true for a number, no 2.5 for an integer), nothing else accepted."""
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class Inputs(_Table):
+    traces: list[str] = _field(["traces"], "a list of paths")
+    latest_run: bool = _field(True, "true or false")
+    runs_dir: str = _field("traces/runs", "a path")
+    round_logs: list[str] = _field([], "a list of paths")
+    labels: list[str] = _field([], "a list of label files")
+
+
+class PrematureStops(_Table):
+    patience: int = _field(PATIENCE.default, f"an integer within {PATIENCE.min}–{PATIENCE.max}", ge=PATIENCE.min,
+                           le=PATIENCE.max)
+    normalization: Literal[NORMALIZATIONS] = _field(NoveltyConfig().normalization,
+                                                    "one of " + ", ".join(NORMALIZATIONS))
+    user_turns: Literal[USER_TURNS] = _field("reset", "one of " + ", ".join(USER_TURNS))
+    max_premature: Count = _field(0, _COUNT)
+    max_premature_share: Share = _field(0.10, _SHARE)
+    strict: list[str] = _field([], "a list of corpus names (labels files without `labels-` and `.yaml`)")
+    per_run: list[str] = _field([REGRESSIONS], "a list of corpus names whose every labelled run must hold")
+    loop_recall_goal: Share = Field(0.8, description=_SHARE + " (min_loop_recall: its older name)",
+                                    validation_alias=AliasChoices("loop_recall_goal", "min_loop_recall"))
+    rule: str = _field(SPECS["chat.research_stop_rule"].default, "a stop rule (`imprint rules`)",
+                       pattern=r"\S")
+    rule_params: dict[str, Any] = _field({}, "a table of the rule's parameters")
+    loop_slack: Count = _field(LOOP_SLACK, _COUNT)
+    novelty: dict[str, Any] = _field({}, "a table of NoveltyConfig fields")
+
+
+class Thresholds(_Table):
+    """A band of estimate / measured figures; keys left out are not changed."""
+    min_requests: int | None = _field(None, "an integer of 1 or more", ge=1)
+    median_min: Positive | None = _field(None, _POSITIVE)
+    median_max: Positive | None = _field(None, _POSITIVE)
+    p95_max: Positive | None = _field(None, _POSITIVE)
+    max_undercount_share: Share | None = _field(None, _SHARE)
+
+
+PROVIDER_KEYS = tuple(Thresholds.model_fields)
+"""The keys a provider's band (or the exact band) overrides."""
+
+
+class Divergence(_Table):
+    min_requests: int = _field(5, "an integer of 1 or more", ge=1)
+    median_min: Positive = _field(0.9, _POSITIVE)
+    median_max: Positive = _field(1.5, _POSITIVE)
+    p95_max: Positive = _field(2.0, _POSITIVE)
+    max_undercount_share: Share = _field(0.05, _SHARE)
+    exclude: list[str] = _field([], "a list of provider names or patterns")
+    providers: dict[str, Thresholds] = _field({}, "a table of per-provider thresholds")
+    exact: Thresholds = _field(Thresholds(**EXACT_DEFAULTS), "a table of thresholds for exact counting modes")
+    max_overruns: Count = _field(0, _COUNT)
+
+
+class Baseline(_Table):
+    """What the shipped rule caught on one corpus (`[loop_recall_baseline.CORPUS]`)."""
+    recall: Share = Field(description=_SHARE + ": the share of labelled loops the shipped rule caught")
+    caught: Count | None = _field(None, _COUNT)
+    loops: Count | None = _field(None, _COUNT)
+    commit: str | None = _field(None, "the commit that measured it")
+    rule: str | None = _field(None, "the rule it was measured with")
+
+
+class Overruns(_Table):
+    deliberate: list[str] = _field([], "a list of scenario names that overrun on purpose")
+    max_count: Count = _field(0, _COUNT)
+    max_overrun_sec: Annotated[float, Field(ge=0)] = _field(0.0, "a number of seconds, 0 or more")
+
+
+class GateFile(_Table):
+    """The whole file: every table optional, each at its defaults."""
+    inputs: Inputs = Inputs()
+    premature_stops: PrematureStops = PrematureStops()
+    divergence: Divergence = Divergence()
+    loop_recall_baseline: dict[str, Baseline] = {}
+    overruns: Overruns = Overruns()
 
 
 def _split_dotted(header: str) -> tuple[str, ...]:
@@ -168,13 +204,56 @@ class GateConfig:
         return out
 
 
-def _check_value(value: Any, spec: tuple[Any, Any, str], file: str, line: int | None, key: str) -> None:
-    typ, check, expected = spec
-    ok = isinstance(value, typ) and not (isinstance(value, bool) and typ is not bool)
-    if ok and check is not None:
-        ok = bool(check(value))
-    if not ok:
-        raise UserInputError(f"{value!r} is not valid", file=file, line=line, key=key, expected=expected)
+def _line(text: str, loc: Sequence[str]) -> int | None:
+    """The line of the key `loc` names: the key where it is written (in its
+    table, or inline in a table above), else the header of its table."""
+    for i in range(len(loc), 0, -1):
+        line = _line_of(text, loc[:i - 1], loc[i - 1])
+        if line is None:
+            line = _line_of(text, loc[:i], None)
+        if line is not None:
+            return line
+    return None
+
+
+def _walk(loc: Sequence[str]) -> tuple[Any, Any, Any]:
+    """Along `loc` through the tables: (the model holding its last key, that
+    key's field, the model the key itself holds); None where unknown."""
+    parent, field, model = None, None, GateFile
+    for part in loc:
+        if isinstance(model, tuple):       # a table of named tables (providers, corpora): `part` is a name
+            parent, field, model = None, None, model[1]
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return model, None, None
+        parent, field = model, model.model_fields[part]
+        args = typing.get_args(field.annotation)
+        model = ("named", args[1]) if typing.get_origin(field.annotation) is dict else field.annotation
+    return parent, field, model
+
+
+def _keys(model: Any) -> str | None:
+    return ", ".join(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _problem(err: dict[str, Any], name: str, text: str) -> UserInputError:
+    """pydantic's first error as a UserInputError naming the file, line and dotted key."""
+    parts = list(err["loc"])
+    item = next((i for i, part in enumerate(parts) if isinstance(part, int)), None)   # an item of a list
+    loc = tuple(str(part) for part in parts[:item])
+    parent, field, model = _walk(loc)
+    where = {"file": name, "line": _line(text, loc), "key": ".".join(loc)}
+    if item is not None:
+        return UserInputError("must be a list of strings", expected=field.description if field else None, **where)
+    if err["type"] == "extra_forbidden":
+        return UserInputError("unknown table" if len(loc) == 1 else "unknown key", expected=_keys(parent), **where)
+    if err["type"] == "missing":
+        return UserInputError("required key is missing", expected=field.description if field else None, **where)
+    if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        return UserInputError("must be a table", expected=_keys(model[1] if isinstance(model, tuple) else model),
+                              **where)
+    return UserInputError(f"{err['input']!r} is not valid",
+                          expected=(field.description if field is not None else None) or err["msg"], **where)
 
 
 def parse_config(text: str, name: str) -> GateConfig:
@@ -191,61 +270,27 @@ def parse_config(text: str, name: str) -> GateConfig:
         line = long_number_line(text)
         raise UserInputError(f"not valid TOML: {too_many_digits()}", file=name, line=line,
                              key=_key_at(text, line)) from None
-    out = {t: dict(v) for t, v in DEFAULTS.items()}
-    out["divergence"]["providers"] = {}
-    for table, body in data.items():
-        if table not in SCHEMA:
-            raise UserInputError("unknown table", file=name, line=_line_of(text, [table], None) or _line_of(text, [], table),
-                                 key=table, expected=", ".join(SCHEMA))
-        if not isinstance(body, dict):
-            raise UserInputError("must be a table", file=name, line=_line_of(text, [], table), key=table)
-        for key, value in body.items():
-            line = _line_of(text, [table], key)
-            if table == "loop_recall_baseline":
-                out[table][key] = _baseline(value, name, text, key, line)
-                continue
-            if key not in SCHEMA[table]:
-                raise UserInputError("unknown key", file=name, line=line, key=f"{table}.{key}",
-                                     expected=", ".join(SCHEMA[table]))
-            _check_value(value, SCHEMA[table][key], name, line, f"{table}.{key}")
-            if isinstance(value, list) and not all(isinstance(v, str) for v in value):
-                raise UserInputError("must be a list of strings", file=name, line=line, key=f"{table}.{key}")
-            if table == "divergence" and key == "providers":
-                for prov, over in value.items():
-                    pline = (_line_of(text, ["divergence", "providers", prov], None)
-                             or _line_of(text, ["divergence", "providers"], prov) or line)
-                    if not isinstance(over, dict):
-                        raise UserInputError("must be a table of thresholds", file=name, line=pline,
-                                             key=f"divergence.providers.{prov}", expected=", ".join(PROVIDER_KEYS))
-                    for k, v in over.items():
-                        kline = _line_of(text, ["divergence", "providers", prov], k) or pline
-                        if k not in PROVIDER_KEYS:
-                            raise UserInputError("unknown key", file=name, line=kline,
-                                                 key=f"divergence.providers.{prov}.{k}", expected=", ".join(PROVIDER_KEYS))
-                        _check_value(v, SCHEMA["divergence"][k], name, kline, f"divergence.providers.{prov}.{k}")
-            if table == "divergence" and key == "exact":
-                for k, v in value.items():
-                    kline = _line_of(text, ["divergence", "exact"], k) or line
-                    if k not in PROVIDER_KEYS:
-                        raise UserInputError("unknown key", file=name, line=kline, key=f"divergence.exact.{k}",
-                                             expected=", ".join(PROVIDER_KEYS))
-                    _check_value(v, SCHEMA["divergence"][k], name, kline, f"divergence.exact.{k}")
-                value = {**DEFAULTS["divergence"]["exact"], **value}
-            if table == "premature_stops" and key == "novelty":
-                if "normalization" in value:
-                    raise UserInputError("set normalization as premature_stops.normalization", file=name, line=line,
-                                         key="premature_stops.novelty.normalization")
-                for k, v in value.items():
-                    kline = _line_of(text, ["premature_stops", "novelty"], k) or line
-                    try:
-                        make_config({k: v}, key=f"premature_stops.novelty.{k}")
-                    except UserInputError as exc:
-                        raise UserInputError(exc.message, file=name, line=kline, key=f"premature_stops.novelty.{k}",
-                                             expected=exc.expected) from None
-            if table == "premature_stops" and key == "min_loop_recall":
-                key = "loop_recall_goal"   # its older name
-            out[table][key] = value
+    try:
+        parsed = GateFile.model_validate(data)
+    except ValidationError as exc:
+        raise _problem(exc.errors()[0], name, text) from None
+    novelty = parsed.premature_stops.novelty
+    if "normalization" in novelty:
+        raise UserInputError("set normalization as premature_stops.normalization", file=name,
+                             line=_line(text, ("premature_stops", "novelty", "normalization")),
+                             key="premature_stops.novelty.normalization")
+    for k, v in novelty.items():
+        try:
+            make_config({k: v}, key=f"premature_stops.novelty.{k}")
+        except UserInputError as exc:
+            raise UserInputError(exc.message, file=name, line=_line(text, ("premature_stops", "novelty", k)),
+                                 key=f"premature_stops.novelty.{k}", expected=exc.expected) from None
+    out = parsed.model_dump()
     d = out["divergence"]
+    d["providers"] = {prov: over.model_dump(exclude_none=True) for prov, over in parsed.divergence.providers.items()}
+    d["exact"] = {**EXACT_DEFAULTS, **parsed.divergence.exact.model_dump(exclude_none=True)}
+    out["loop_recall_baseline"] = {corpus: b.model_dump(exclude_unset=True)
+                                   for corpus, b in parsed.loop_recall_baseline.items()}
     if d["median_min"] > d["median_max"]:
         raise UserInputError("median_min is above median_max", file=name, line=_line_of(text, ["divergence"], "median_min"),
                              key="divergence.median_min", expected=f"at most {d['median_max']}")
@@ -272,23 +317,6 @@ def _check_rule(ps: dict[str, Any], name: str, text: str) -> None:
            lines={k: _line_of(text, ["premature_stops", "rule_params"], k)
                   or _line_of(text, ["premature_stops"], "rule_params") for k in ps["rule_params"]},
            spec_key="premature_stops.rule", spec_line=_line_of(text, ["premature_stops"], "rule"))
-
-
-def _baseline(value: Any, name: str, text: str, corpus: str, line: int | None) -> dict[str, Any]:
-    where = f"loop_recall_baseline.{corpus}"
-    tline = _line_of(text, ["loop_recall_baseline", corpus], None) or line
-    if not isinstance(value, dict):
-        raise UserInputError("must be a table", file=name, line=tline, key=where,
-                             expected="recall, caught, loops, commit, rule")
-    for k, v in value.items():
-        kline = _line_of(text, ["loop_recall_baseline", corpus], k) or tline
-        if k not in BASELINE_KEYS:
-            raise UserInputError("unknown key", file=name, line=kline, key=f"{where}.{k}", expected=", ".join(BASELINE_KEYS))
-        _check_value(v, BASELINE_KEYS[k], name, kline, f"{where}.{k}")
-    if "recall" not in value:
-        raise UserInputError("required key is missing", file=name, line=tline, key=f"{where}.recall",
-                             expected="the share of labelled loops the shipped rule caught")
-    return dict(value)
 
 
 def load_config(path: str | Path) -> GateConfig:

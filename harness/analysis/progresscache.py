@@ -55,11 +55,11 @@ def code_version() -> str:
     import imprint_core.rounds as core_rounds
     import imprint_core.stoprules as stoprules
     from ..realruns import roundlogs as realrounds
-    from . import sweepwork
     files: list[Path] = []
-    for mod in (novelty, core_rounds, stoprules, realrounds, sweepwork):
+    for mod in (novelty, core_rounds, stoprules, realrounds):
         f = Path(mod.__file__)
         files += sorted([*f.parent.rglob("*.py"), *f.parent.rglob("*.pyx")]) if f.name == "__init__.py" else [f]
+    files.append(Path(__file__).with_name("sweepwork.py"))   # its source, not the module: sweepwork imports this one
     h = hashlib.blake2b(digest_size=12)
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())

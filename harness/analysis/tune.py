@@ -38,7 +38,6 @@ setting that never stops any run.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -50,34 +49,12 @@ from ..realruns.labels import LOOP_SLACK, Tally, judge
 from ..realruns.noveltyconfigs import config_key
 from .ceiling import loop_ceiling
 from .progresscache import ProgressCache
+from .stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (PARTS, Split: tune's names too)
 from .sweep import ComputeStats, TuneRun, compute_progress, stop_rounds
 from .tunesettings import RuleSetting, Setting, settings_for
 
-PARTS = ("dev", "held-out")
 MIN_CORPUS_RUNS = 5
 """A corpus with fewer runs in the part a choice is made on decides little: the tuner warns."""
-
-
-# ---- the split ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Split:
-    """Deterministic, by task: a task is held out when the hash of
-    `seed:part:task` falls below `holdout` (its own id alone decides, so a
-    task never moves when the corpus grows); dev tasks fall into `folds`
-    folds by the hash of `seed:fold:task`."""
-    holdout: float = 0.3
-    folds: int = 5
-    seed: str = "imprint-tune"
-
-    def _unit(self, salt: str, task: str) -> float:
-        h = hashlib.sha256(f"{self.seed}:{salt}:{task}".encode()).digest()
-        return int.from_bytes(h[:8], "big") / 2 ** 64
-
-    def part(self, task: str) -> str:
-        return "held-out" if self._unit("part", task) < self.holdout else "dev"
-
-    def fold(self, task: str) -> int:
-        return min(self.folds - 1, int(self._unit("fold", task) * self.folds))
 
 
 # ---- scores ------------------------------------------------------------------------------------------------------
@@ -418,11 +395,10 @@ def tune_rule(runs: Sequence[TuneRun], rule_spec: str, grid: dict[str, list[Any]
               cache: ProgressCache | None = None) -> "Tuning":
     """The same search, split, choice and cross-validation as `tune`, over the
     parameter grid of any stop rule (`imprint tune --rule NAME --grid P=V1,V2`).
-    Each setting is replayed over every run (`compare.rule_stops`; the
+    Each setting is replayed over every run (`stops.rule_stops`; the
     record's rule through the cached per-round progress)."""
     import itertools
     from imprint_core.stoprules import convert, resolve
-    from .compare import RuleChoice, rule_stops
     rule = rule or Rule()
     info = resolve(rule_spec)
     names = list(grid)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint_core.settings import atomic_write_text
+from imprint_core.files import atomic_write_text
 
 from ..realruns.noveltyconfigs import as_dict
 from .ceiling import CEILINGS

@@ -7,13 +7,15 @@ import argparse
 from pathlib import Path
 
 from ..conventions import EXIT_OK
-from ..realruns.importers import FORMATS, import_paths
+from ..realruns.importers import ENTRY_POINT_GROUP, import_paths
+from ..realruns.importers.registry import builtin_names
 
 PROGRESS_MIN_FILES = 10
 """Fewer files than this convert without a progress bar."""
 
 HELP = "convert other agents' trajectories into imprint-rounds/1 round logs"
-DESCRIPTION = (f"Convert raw trajectories ({', '.join(FORMATS)}; gzipped or not) into round logs under DIR. "
+DESCRIPTION = (f"Convert raw trajectories ({', '.join(builtin_names())}, and the formats installed packages add "
+               f"under the entry-point group {ENTRY_POINT_GROUP}; gzipped or not) into round logs under DIR. "
                "A folder keeps its layout, each raw suffix replaced by .jsonl; a file of many runs becomes a folder: "
                "a tau-bench file's <task>-<trial>.jsonl, an inspect_ai log's <sample>-<epoch>.jsonl, an OTLP "
                "file's <trace id>.jsonl. Nothing is written unless every file converts.")
@@ -23,7 +25,8 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="raw trajectory files or folders of them")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the round logs")
     p.add_argument("--format", metavar="NAME", default=None,
-                   help=f"read every file as this format instead of detecting it ({', '.join(FORMATS)})")
+                   help=f"read every file as this format instead of detecting it ({', '.join(builtin_names())}, "
+                        "or an installed package's)")
     p.set_defaults(fn=cmd_import)
     return p
 

@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from imprint_core.settings import atomic_write_text
+    from imprint_core.files import atomic_write_text
     from ..scenarios import json_schema_text
     path = Path(args.output)
     text = json_schema_text()

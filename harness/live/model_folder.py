@@ -225,7 +225,7 @@ def _stale_templates(path: Path, tok_cfg: dict) -> list[str]:
 def refresh_templates(path: Path) -> None:
     """Rewrite the chat template and the response template of a built folder,
     each file replaced atomically (a reader sees the old or the new one)."""
-    from imprint_core.settings import atomic_write_text
+    from imprint_core.files import atomic_write_text
     cfg = json.loads((path / "tokenizer_config.json").read_text())
     cfg["response_template"] = RESPONSE_TEMPLATE
     atomic_write_text(path / "chat_template.jinja", CHAT_TEMPLATE)

@@ -7,6 +7,7 @@ and tuned on runs nobody here wrote.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -23,11 +24,12 @@ from imprint_core.stoprules.builtin import RecordRule
 from imprint_core.events import RoundEnd, ToolResultRecorded
 from imprint_core.settings import SPECS
 from imprint_core.trace import read_trace
+from imprint_core.types import ToolKind
 
 from ..conventions import write_output
 
 ROUNDS_FORMAT = "imprint-rounds/1"
-KINDS = ("read", "write", "ask")
+KINDS: tuple[str, ...] = typing.get_args(ToolKind)
 STATUSES = ("ok", "error", "empty")
 # The no-progress rule's patience: bounds and default are the setting's own.
 PATIENCE = SPECS["chat.research_no_progress_rounds"]

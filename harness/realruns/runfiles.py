@@ -34,12 +34,19 @@ from imprint_core.errors import UserInputError
 from imprint_core.trace import TRACE_FORMAT
 
 from ..conventions import expand_paths
-from .importers.convert import CONVERTERS, describe_shape, detect, output_paths
-from .importers.rawfiles import FOLDER_SUFFIXES, FORMATS, Source, load, raw_suffix
+from .importers import registry
+from .importers.convert import convert, describe_shape, detect, output_paths
+from .importers.rawfiles import FOLDER_SUFFIXES, Source, load, raw_suffix
 from .roundlogs import ROUNDS_FORMAT, RoundLog, parse_round_log, read_round_log, trace_to_round_log
 
 KINDS = ("trace", "roundlog", "raw")
-EXPECTED = f"{TRACE_FORMAT}, {ROUNDS_FORMAT}, or a trajectory ({', '.join(FORMATS)})"
+
+
+def expected() -> str:
+    """What a run file may be (the importable formats as registered now)."""
+    return f"{TRACE_FORMAT}, {ROUNDS_FORMAT}, or a trajectory ({', '.join(registry.names())})"
+
+
 OTLP_LINE = re.compile(rb'^\s*\{\s*"resourceSpans"\s*:')
 """How an OTLP JSON export line starts: such a line can run to megabytes,
 past what is read of a first line, and is a raw trajectory all the same."""
@@ -151,9 +158,9 @@ def read_raw(path: Path, *, named: bool = True, fmt: str | None = None) -> tuple
             return [], None
         if named:
             raise UserInputError(f"neither a trace, a round log nor a known trajectory: {describe_shape(data)}",
-                                 file=str(path), line=1, key="format", expected=EXPECTED)
+                                 file=str(path), line=1, key="format", expected=expected())
         return [], f"{path}: not a trace, a round log or a known trajectory ({describe_shape(data)}); skipped"
-    logs = CONVERTERS[found](data, path)
+    logs = convert(found, data, path)
     return [replace(log, path=str(path.parent / rel)) for log, rel in
             zip(logs, output_paths(Path(path.name), found, logs))], None
 

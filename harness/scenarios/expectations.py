@@ -71,10 +71,10 @@ def lost_writes(result: ResearchResult, events: list[dict]) -> list[str]:
 
 def check(expect: ExpectSpec, result: ResearchResult, events: list[dict]) -> list[Failure]:
     f: list[Failure] = []
-    if expect.stop_reason and result.stop_reason.value != expect.stop_reason:
-        f.append(Failure("stop_reason", expect.stop_reason, result.stop_reason.value))
-    if expect.final_mode and result.final_mode.value != expect.final_mode:
-        f.append(Failure("final_mode", expect.final_mode, result.final_mode.value))
+    if expect.stop_reason and result.stop_reason is not expect.stop_reason:
+        f.append(Failure("stop_reason", expect.stop_reason.value, result.stop_reason.value))
+    if expect.final_mode and result.final_mode is not expect.final_mode:
+        f.append(Failure("final_mode", expect.final_mode.value, result.final_mode.value))
     _check(f, "rounds", expect.rounds, result.rounds)
     _check(f, "requests", expect.requests, result.research_requests)
     _check(f, "reserved", expect.reserved, result.reserved)

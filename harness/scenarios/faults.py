@@ -17,7 +17,7 @@ from imprint_core import (CancelToken, Chunk, FunctionTool, LoopConfig, Provider
                           ResearchSettings, ScriptedProvider, StopReason, ToolCall, ToolCallEvent, ToolOutput,
                           ToolSpec, Turn, UsageEvent, VirtualClock, read_trace)
 from imprint_core.files import json_lines
-from imprint_core.settings import atomic_write_text
+from imprint_core.files import atomic_write_text
 from imprint_core.events import RequestSettled
 from imprint_core.trace import EventLog, TraceWriter
 

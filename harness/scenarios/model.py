@@ -7,13 +7,16 @@ a scenario tests.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
-from imprint_core.budget import MIN_OUTPUT_TOKENS
-from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
-from imprint_core.novelty.rule import FINGERPRINT_UNITS, NEAR_DUPLICATE
+from imprint_core.budget import MIN_OUTPUT_TOKENS, POLICIES
+from imprint_core.loop import LoopConfig
+from imprint_core.novelty import NoveltyConfig
+from imprint_core.novelty.config import check_field, json_bounds
+from imprint_core.types import FinalMode, StopReason, ToolKind
 
 NonNeg = Annotated[float, Field(ge=0)]
 
@@ -180,7 +183,7 @@ class MatchRule(_Strict):
 
 class ToolSpecYaml(_Strict):
     name: str
-    kind: Literal["read", "write", "ask"] = "read"
+    kind: ToolKind = "read"
     description: str = ""
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
     blocking: bool = Field(True, description="A blocking tool runs to completion past the deadline; "
@@ -210,41 +213,63 @@ class CancelSpec(_Strict):
         return self
 
 
-_SHIPPED = NoveltyConfig()   # the novelty defaults live in one place, imprint_core/novelty/rule.py
+_LOOP = LoopConfig()
+"""The loop's own defaults: a scenario states only where it departs from them."""
+
+SCENARIO_RESEARCH_MAX_OUTPUT = 256
+"""The scenario library's research output allowance, on purpose smaller than
+the loop's (`LoopConfig.research_max_output_tokens`): scripted replies are a
+few dozen tokens, and the library's pinned token figures (`expect: reserved,
+charged`, the budget scenarios' stop rounds) are written against this value."""
+
+_NOVELTY = {f.name: f for f in dataclasses.fields(NoveltyConfig) if f.init}
+_NOVELTY_TYPES = typing.get_type_hints(NoveltyConfig)
 
 
-class LoopSpec(_Strict):
-    research_max_output_tokens: int = Field(256, ge=MIN_OUTPUT_TOKENS)
-    section_workers: bool = False
-    max_retries: int = Field(2, ge=0)
-    normalization: Literal["none", "basic", "default", "logs", "ocr", "all"] = Field(
-        _SHIPPED.normalization, description="none, basic, or a profile of volatile-token masks")
-    shingle_words: int = Field(_SHIPPED.shingle_words, ge=1, le=32)
-    containment_threshold: float = Field(_SHIPPED.containment_threshold, gt=0, le=1)
-    min_new_shingles: int = Field(_SHIPPED.min_new_shingles, ge=1)
-    min_new_share: float = Field(_SHIPPED.min_new_share, ge=0, le=1)
-    fingerprint_unit: Literal["paragraph", "line"] = _SHIPPED.fingerprint_unit
-    near_duplicate: Literal["off", "jaccard", "containment"] = _SHIPPED.near_duplicate
-    near_duplicate_threshold: float = Field(_SHIPPED.near_duplicate_threshold, gt=0, le=1)
-    final_deadline_sec: NonNeg = 120.0
+def _check_novelty(value: Any, info: ValidationInfo) -> Any:
+    """NoveltyConfig's own check of the field (its bounds are its metadata)."""
+    check_field(info.field_name, value, _NOVELTY[info.field_name].metadata.get("check"))
+    return value
+
+
+_NoveltyFields = create_model(
+    "NoveltyFields", __base__=_Strict,
+    __validators__={"_novelty": field_validator(*_NOVELTY)(_check_novelty)},
+    **{name: (_NOVELTY_TYPES[name], Field(f.default, description=f.metadata.get("help", f.name),
+                                          json_schema_extra=json_bounds(f.metadata.get("check"))))
+       for name, f in _NOVELTY.items()})
+"""Every NoveltyConfig field as a scenario key: its type, default, bounds and
+description are NoveltyConfig's (imprint_core/novelty/config.py), checked by
+its own validator."""
+
+
+class LoopSpec(_NoveltyFields):
+    # The loop's parameters: LoopConfig's fields by their names, the novelty
+    # rule's fields (`_NoveltyFields`) flat beside them. (The schema's
+    # description is schema.py's.)
+    research_max_output_tokens: int = Field(SCENARIO_RESEARCH_MAX_OUTPUT, ge=MIN_OUTPUT_TOKENS)
+    section_workers: bool = _LOOP.section_workers
+    max_retries: int = Field(_LOOP.max_retries, ge=0)
+    final_deadline_sec: NonNeg = _LOOP.final_deadline_sec
     system_prompt: str | None = Field(None, description="Replaces the default research system prompt")
     stop_rule_params: dict[str, Any] = Field(
         {}, description="Parameters of the stop rule that `settings: {chat.research_stop_rule: NAME}` selects "
                         "(`imprint rules` lists each rule's), e.g. {threshold: 3} for gemini-cli")
 
     def novelty(self) -> NoveltyConfig:
-        """The novelty config these fields set (the others at their shipped values)."""
-        return NoveltyConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(NoveltyConfig)
-                                if f.name in type(self).model_fields})
+        """The novelty config these fields set."""
+        return NoveltyConfig(**{name: getattr(self, name) for name in _NOVELTY})
 
-
-StopReasonName = Literal["answered", "time_budget", "token_budget", "no_progress", "context_full", "cancelled"]
-FinalModeName = Literal["answered", "synthesized", "fallback", "cancelled"]
+    def config(self, policy: str) -> LoopConfig:
+        """The LoopConfig this spec sets: its fields by name (a system prompt
+        left out keeps the loop's), the novelty config, the settlement policy."""
+        given = self.model_dump(exclude=set(_NOVELTY), exclude_none=True)
+        return LoopConfig(policy=policy, novelty=self.novelty(), **given)
 
 
 class ExpectSpec(_Strict):
-    stop_reason: StopReasonName | None = None
-    final_mode: FinalModeName | None = None
+    stop_reason: StopReason | None = None
+    final_mode: FinalMode | None = None
     rounds: Count | None = None
     requests: Count | None = Field(None, description="Research requests sent or attempted (reserved)")
     reserved: Count | None = None
@@ -261,7 +286,7 @@ class Scenario(_Strict):
     description: str = ""
     question: str
     settings: dict[str, Any] = Field({}, description="Overrides of chat.* settings, validated like `imprint settings set`")
-    policy: Literal["reserve", "prefix-refund"] = "prefix-refund"
+    policy: Literal[POLICIES] = _LOOP.policy
     clock: Literal["virtual", "real"] = "virtual"
     loop: LoopSpec = LoopSpec()
     provider: ProviderSpec
@@ -272,8 +297,3 @@ class Scenario(_Strict):
 
     # Set by the loader, not by the file.
     source: str | None = Field(None, exclude=True)
-
-
-# Keep LoopSpec's Literals in step with the rule's choices.
-assert NORMALIZATIONS == ("none", "basic", "default", "logs", "ocr", "all")
-assert FINGERPRINT_UNITS == ("paragraph", "line") and NEAR_DUPLICATE == ("off", "jaccard", "containment")

@@ -86,7 +86,7 @@ def pin_expect(path: Path, pinned: dict) -> None:
     `pinned` (merged over the keys it already has), leaving every other line
     as it was; the file is replaced atomically and only if it still loads."""
     import yaml
-    from imprint_core.settings import atomic_write_text
+    from imprint_core.files import atomic_write_text
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if re.match(r"^expect\s*:", line)), None)
     if start is None:

@@ -70,13 +70,7 @@ def _cancel_token(scn: Scenario, clock: Clock, trace: TraceWriter) -> CancelToke
 
 
 def loop_config(scn: Scenario) -> LoopConfig:
-    l = scn.loop
-    return LoopConfig(policy=scn.policy, research_max_output_tokens=l.research_max_output_tokens,
-                      final_deadline_sec=l.final_deadline_sec, max_retries=l.max_retries,
-                      section_workers=l.section_workers, **({"system_prompt": l.system_prompt}
-                                                             if l.system_prompt else {}),
-                      novelty=l.novelty(),
-                      stop_rule_params=dict(l.stop_rule_params))
+    return scn.loop.config(scn.policy)
 
 
 def run_scenario(scn: Scenario, trace_path: str | Path | None = None, *, run_id: str | None = None,

@@ -2,9 +2,12 @@
 research-loop.md, "Progress"), and the patience rule that stops research
 after rounds without it.
 
-Where things live (start with rule.py):
-- rule.py: the rule. NoveltyConfig (every parameter, with its default),
-  EvidenceVerdict, RoundNovelty, NoveltyTracker, PatienceRule.
+Where things live (start with config.py, then rule.py):
+- config.py: NoveltyConfig (every parameter, with its default and bounds,
+  checked in one place) and the helpers that parse, build, key and grid
+  configs by field name.
+- rule.py: the rule. EvidenceVerdict, RoundNovelty, NoveltyTracker,
+  PatienceRule.
 - normalization.py: the normalization variants, the mask profiles and the
   masks of volatile tokens (the reference regexes, each with its category).
 - echo.py: a call's own arguments echoed in its result; empty JSON reads.
@@ -30,7 +33,8 @@ functions adds a Python call, and there are dozens per round.
 from ._memo import shared_work
 from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
 from .normalization import NORMALIZATIONS, PROFILES, normalize
-from .rule import NoveltyConfig, NoveltyTracker, PatienceRule
+from .config import NoveltyConfig
+from .rule import NoveltyTracker, PatienceRule
 from .segmentation import segment
 
 # What code outside the package imports; the rest is reached by its module.

@@ -57,65 +57,14 @@ from ._bulk_shingle_counts import round_union, tally_round
 from .echo import Echoes, echoes_of, evidence_free, template_lines
 from ._memo import frozen, shared
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
-from .normalization import NORMALIZATIONS, normalize, normalize_units
+from .config import FINGERPRINT_UNITS, MAX_SHINGLE_WORDS, NEAR_DUPLICATE, NoveltyConfig  # noqa: F401  (rule's names too)
+from .normalization import normalize, normalize_units
 from .segmentation import segment
 from .store import BoundedHashSet, FingerprintStore
 
 _h64 = xxhash.xxh3_64_intdigest
 
-FINGERPRINT_UNITS = ("paragraph", "line")
-NEAR_DUPLICATE = ("off", "jaccard", "containment")
-MAX_SHINGLE_WORDS = 32
 TEMPLATE_CAPACITY = 16_384   # template line readings remembered (echo.template_lines; two generations)
-
-
-def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _integer(name: str, value: Any, lo: int, hi: int | None = None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer; got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be {f'from {lo} to {hi}' if hi is not None else f'at least {lo}'}; "
-                         f"got {value}")
-
-
-def _share(name: str, value: Any, *, zero: bool) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
-        raise ValueError(f"{name} must be a number; got {value!r}")
-    if not (0 <= value <= 1 if zero else 0 < value <= 1):
-        raise ValueError(f"{name} must be in {'[0, 1]' if zero else '(0, 1]'}; got {value}")
-
-
-@dataclass(frozen=True)
-class NoveltyConfig:
-    """The novelty rule's parameters: plain values, so that a sweep can set
-    any of them by name (dataclasses.replace). The defaults are the shipped rule."""
-    normalization: str = "default"       # none, basic, or a mask profile (normalization.PROFILES): default,
-                                         # logs, ocr, all
-    shingle_words: int = SHINGLE_WORDS   # words per shingle (1 to 32); shorter lines are one shingle
-    containment_threshold: float = 0.8   # a window is new below this share of known shingles, in (0, 1]
-    min_new_shingles: int = 3            # new shingles a round needs (or all of its largest new window)
-    min_new_share: float = 0.0           # ... and at least this share of its windows' shingles, in [0, 1]
-    fingerprint_unit: str = "paragraph"  # paragraph: a unit's lines are judged together; line: one by one
-    near_duplicate: str = "off"          # off, jaccard or containment: a near-copy of an earlier result
-    near_duplicate_threshold: float = 0.9  # ... is one that similar, in (0, 1]
-    shingle_capacity: int = 262_144      # shingles remembered (two generations)
-    paragraph_capacity: int = 65_536     # window fingerprints remembered (two generations)
-
-    def __post_init__(self):
-        _choice("normalization", self.normalization, NORMALIZATIONS)
-        _integer("shingle_words", self.shingle_words, 1, MAX_SHINGLE_WORDS)
-        _share("containment_threshold", self.containment_threshold, zero=False)
-        _integer("min_new_shingles", self.min_new_shingles, 1)
-        _share("min_new_share", self.min_new_share, zero=True)
-        _choice("fingerprint_unit", self.fingerprint_unit, FINGERPRINT_UNITS)
-        _choice("near_duplicate", self.near_duplicate, NEAR_DUPLICATE)
-        _share("near_duplicate_threshold", self.near_duplicate_threshold, zero=False)
-        _integer("shingle_capacity", self.shingle_capacity, 2)
-        _integer("paragraph_capacity", self.paragraph_capacity, 2)
 
 
 @dataclass

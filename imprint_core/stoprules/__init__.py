@@ -11,6 +11,9 @@ compared with. Start with protocol.py.
 from .protocol import ROUND_KINDS, CallView, RoundView, Rule, StopRule, as_rule, calls_of
 from .registry import ENTRY_POINT_GROUP, RuleInfo, available, build, convert, parse_params, register, resolve, stop_rule
 from .choice import DEFAULT_RULE, RECORD_SHORTHAND, RuleChoice, choose
+# The built-in rules register on import. The package imports them, so the registry (which any
+# import of a submodule reaches only through this package) never imports its own rules back.
+from . import builtin, candidate  # noqa: E402,F401
 
 __all__ = ["CallView", "DEFAULT_RULE", "ENTRY_POINT_GROUP", "RECORD_SHORTHAND", "ROUND_KINDS", "RoundView", "Rule",
            "RuleChoice", "RuleInfo", "StopRule", "as_rule", "choose", "available", "build", "calls_of", "convert", "parse_params", "register", "resolve", "stop_rule"]

@@ -21,10 +21,13 @@ and a rule can only add stops.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
-ROUND_KINDS = ("read", "write", "ask", "error")
+from ..rounds import RoundKind, classify_round
+
+ROUND_KINDS: tuple[str, ...] = typing.get_args(RoundKind)
 
 
 def _read_only(self, *args: Any, **kwargs: Any) -> None:
@@ -107,13 +110,11 @@ class RoundView:
 
     @classmethod
     def of(cls, index: int, calls: Iterable[CallView], kind: str | None = None) -> "RoundView":
-        """A round of `calls`; its kind as the record defines it (a batch
-        holding a write is a write round, else one holding an ask an ask
-        round, else a read round) unless given."""
+        """A round of `calls`; its kind as the record defines it
+        (`rounds.classify_round`) unless given."""
         calls = tuple(calls)
         if kind is None:
-            kinds = {c.kind for c in calls}
-            kind = "write" if "write" in kinds else "ask" if "ask" in kinds else "read"
+            kind, _ = classify_round(((c.kind, c.status) for c in calls), novelty_progress=False)
         return cls(index, kind, calls)
 
 

@@ -116,7 +116,6 @@ def _entry_points() -> dict[str, Any]:
 
 def available() -> list[RuleInfo]:
     """Every rule that can be named: the built-ins, then entry points."""
-    _load_builtins()
     out = list(_BUILTIN.values())
     for name, ep in sorted(_entry_points().items()):
         if name in _BUILTIN:
@@ -184,10 +183,6 @@ def summary_of(factory: Any) -> str:
     return _first_line(getattr(factory, "__globals__", {}).get("__doc__"))
 
 
-def _load_builtins() -> None:
-    from . import builtin, candidate  # noqa: F401  (register on import)
-
-
 def names_file(spec: str) -> bool:
     """Whether `spec` names a factory in a Python file (FILE.py:FACTORY)."""
     target = spec.strip().rpartition(":")[0]
@@ -208,7 +203,6 @@ def anchored(spec: str, base: str | Path | None) -> str:
 def resolve(spec: str) -> RuleInfo:
     """The rule a spec names (see the module docstring); UserInputError
     naming the spec and what is available when it names nothing."""
-    _load_builtins()
     spec = spec.strip()
     if spec in _BUILTIN:
         return _BUILTIN[spec]

@@ -376,3 +376,35 @@ def test_an_allowance_that_is_not_an_integer_is_refused(bad):
     from imprint_core.loop import LoopConfig
     with pytest.raises(ValueError, match="research_max_output_tokens"):
         LoopConfig(research_max_output_tokens=bad)
+
+
+# ---- a replayed request (settle_counted): the live settlement from counts -------------------------
+@pytest.mark.parametrize("policy", ["reserve", "prefix-refund"])
+def test_a_replayed_request_settles_as_a_live_one_with_the_same_counts(policy):
+    counter = ByteEstimateCounter()
+    live, replay = TokenLedger(10_000, policy), TokenLedger(10_000, policy)
+    first, out1 = b"x" * 300, b"y" * 31
+    second = first + out1 + b"z" * 90
+    # the second request reuses the first's prompt and output (331 bytes: 111 tokens) and generates
+    # past its allowance (clamped to it)
+    for units, out, reused in ((first, out1, 0), (second, b"w" * 3000, 111)):
+        est = counter.to_tokens(len(units))
+        a = live.settle(live.reserve(est, 64), counter=counter, prompt_units=units, output_units=out, outcome="ok")
+        b = replay.settle_counted(replay.reserve(est, 64), reused=reused, output=counter.to_tokens(len(out)),
+                                  counter=counter.name)
+        assert a.to_dict() == b.to_dict() and b.balanced
+    assert live.totals == replay.totals
+
+
+def test_a_replayed_request_is_settled_once_and_with_counts_that_are_counts():
+    ledger = TokenLedger(1_000)
+    r = ledger.reserve(100, 10)
+    with pytest.raises(ValueError, match="reused"):
+        ledger.settle_counted(r, reused=-1, output=0, counter="c")
+    with pytest.raises(ValueError, match="output"):
+        ledger.settle_counted(r, reused=0, output=1.5, counter="c")
+    rec = ledger.settle_counted(r, reused=500, output=3, counter="c")     # reuse past the prompt: all of it
+    assert (rec.charged, rec.prefix_reused, rec.refunded) == (3, 100, 107)
+    with pytest.raises(KeyError):
+        ledger.settle_counted(r, reused=0, output=0, counter="c")
+    assert ledger.totals.outstanding == 0 and ledger.totals.requests == 1

@@ -85,8 +85,10 @@ def test_every_integer_parameter_of_a_rule_refuses_what_is_not_an_integer(bad):
 
 
 def test_one_list_separator_for_rule_parameters_and_novelty_fields():
-    from harness.realruns.noveltyconfigs import _parse_as
-    assert _parse_as("a,b", tuple[str, ...]) == ("a", "b") == typed.convert("[a,b]", tuple[str, ...])
+    from imprint_core.novelty.config import parse_assignment
+    assert typed.convert("a,b", tuple[str, ...]) == ("a", "b") == typed.convert("[a,b]", tuple[str, ...])
+    assert typed.convert("a+b", tuple[str, ...]) == ("a+b",)       # `,` is the one separator
+    assert parse_assignment("min_new_shingles=1,3") == ("min_new_shingles", [1, 3])
     rule = build("any", {"rules": "round-cap,gemini-cli"})
     assert [n for n, _ in rule.specs] == ["round-cap", "gemini-cli"]
     assert [n for n, _ in build("any", {"rules": "[round-cap,gemini-cli]"}).specs] == ["round-cap", "gemini-cli"]

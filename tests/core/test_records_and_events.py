@@ -237,7 +237,7 @@ def test_failed_request_reply_keeps_partial_text_error_and_detail():
 def test_cut_response_reply_keeps_the_text_so_far_and_says_why():
     caller, log, _, clock = make_caller(workers=[Turn(chunks=[Chunk("early "), Chunk("late", 500.0)])], timeout=60)
     reply = research(caller, role="worker", context_id="w1-0")
-    assert reply.stop is StopReason.TIME_BUDGET and reply.text == "early " and reply.record is not None
+    assert reply.stop.reason is StopReason.TIME_BUDGET and reply.text == "early " and reply.record is not None
     assert "deadline" in reply.detail and "worker" in reply.detail and "cancel" not in reply.detail
     settled = log.of_type("request_settled")[-1]
     assert settled.interrupted == "time_budget" and settled.error is None
@@ -249,7 +249,7 @@ def test_cancelled_during_a_response_says_cancelled():
     cancel = CancelToken(clock, at=5)
     caller, log, _, _ = make_caller([Turn(chunks=[Chunk("a"), Chunk("b", 10.0)])], clock=clock, cancel=cancel)
     reply = research(caller)
-    assert reply.stop is StopReason.CANCELLED and reply.text == "a"
+    assert reply.stop.reason is StopReason.CANCELLED and reply.text == "a"
     assert "cancelled" in reply.detail and "deadline" not in reply.detail
     assert log.of_type("request_settled")[-1].interrupted == "cancelled"
 
@@ -267,16 +267,16 @@ def test_refusals_before_a_request_say_why():
     cancel.cancel()
     caller, _, provider, _ = make_caller([], clock=clock, cancel=cancel)
     reply = research(caller)
-    assert reply.stop is StopReason.CANCELLED and "cancelled" in reply.detail and not provider.requests
+    assert reply.stop.reason is StopReason.CANCELLED and "cancelled" in reply.detail and not provider.requests
 
     caller, _, provider, clock = make_caller([], timeout=10)
     clock.advance(10)
     reply = research(caller)
-    assert reply.stop is StopReason.TIME_BUDGET and "10 s" in reply.detail and not provider.requests
+    assert reply.stop.reason is StopReason.TIME_BUDGET and "10 s" in reply.detail and not provider.requests
 
     caller, log, provider, _ = make_caller([], budget=50)
     reply = research(caller, role="worker", context_id="w2-1")
-    assert reply.stop is StopReason.TOKEN_BUDGET and "50" in reply.detail and not provider.requests
+    assert reply.stop.reason is StopReason.TOKEN_BUDGET and "50" in reply.detail and not provider.requests
     (ex,) = log.of_type("budget_exhausted")
     assert (ex.role, ex.context_id, ex.limit, ex.used) == ("worker", "w2-1", 50, 0)
     assert ex.message == reply.detail and ex.requested > 50
@@ -288,7 +288,7 @@ def test_prompt_that_exactly_fills_the_window_is_sent():
     caller.provider.context_window = estimate + 64
     assert research(caller).text == "fine" and len(provider.requests) == 1
     caller.provider.context_window = estimate + 63
-    assert research(caller).stop is StopReason.CONTEXT_FULL and len(provider.requests) == 1
+    assert research(caller).stop.reason is StopReason.CONTEXT_FULL and len(provider.requests) == 1
 
 
 def test_reserved_event_describes_the_reservation():
@@ -337,7 +337,7 @@ def test_retry_after_reaching_exactly_the_deadline_is_not_waited_for():
     busy = ProviderError("http_429", "slow down", processed=False, retryable=True, retry_after=60)
     caller, log, provider, _ = make_caller([Turn(error=busy), "fine"], timeout=60)
     reply = research(caller)
-    assert reply.stop is StopReason.TIME_BUDGET and len(provider.requests) == 1
+    assert reply.stop.reason is StopReason.TIME_BUDGET and len(provider.requests) == 1
     assert reply.record is caller.ledger.records[0] and not log.of_type("request_retry")
     assert "60 s of research time left" in reply.detail
 
@@ -346,7 +346,7 @@ def test_rate_limit_stop_reports_the_research_time_left():
     busy = ProviderError("http_429", "slow down", processed=False, retryable=True, retry_after=5)
     caller, _, _, clock = make_caller([Turn(chunks=[Chunk("x", 59.5)], error=busy)], timeout=60)
     reply = research(caller)
-    assert reply.stop is StopReason.TIME_BUDGET and clock.now() == 59.5
+    assert reply.stop.reason is StopReason.TIME_BUDGET and clock.now() == 59.5
     assert "0.5 s of research time left" in reply.detail
 
 
@@ -370,7 +370,7 @@ def test_cancel_while_waiting_to_retry_stops_with_the_record():
     caller, _, provider, _ = make_caller([Turn(error=busy), "fine"], clock=clock, cancel=CancelToken(clock, at=0.5),
                                          retry_backoff_sec=1.0)
     reply = research(caller)
-    assert reply.stop is StopReason.CANCELLED and "retry" in reply.detail
+    assert reply.stop.reason is StopReason.CANCELLED and "retry" in reply.detail
     assert reply.record is caller.ledger.records[0] and len(provider.requests) == 1
     assert clock.now() == 0.5  # woken by the cancellation, not at the end of the wait
 
@@ -450,7 +450,7 @@ def test_final_request_failure_is_reported_and_traced():
 def test_final_request_cut_by_its_deadline_is_traced():
     caller, log, _, _ = make_caller([], final=[Turn(chunks=[Chunk("half"), Chunk("rest", 200.0)])])
     reply = caller.final(list(MSGS), max_tokens=300, deadline_sec=120)
-    assert reply.stop is StopReason.TIME_BUDGET and reply.text == "half" and reply.detail == ""
+    assert reply.stop.reason is StopReason.TIME_BUDGET and reply.text == "half" and reply.detail == ""
     (fs,) = log.of_type("final_settled")
     assert fs.interrupted == "time_budget" and fs.error is None and fs.outcome == "cut"
 
@@ -461,7 +461,7 @@ def test_final_request_refused_when_cancelled():
     cancel.cancel()
     caller, log, provider, _ = make_caller([], final=["never"], clock=clock, cancel=cancel)
     reply = caller.final(list(MSGS), max_tokens=300, deadline_sec=120)
-    assert reply.stop is StopReason.CANCELLED and "cancelled" in reply.detail
+    assert reply.stop.reason is StopReason.CANCELLED and "cancelled" in reply.detail
     assert not provider.requests and not log.of_type("final_request")
 
 

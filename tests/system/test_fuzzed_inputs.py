@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from harness.cli import main
 from test_harness_inputs import GOOD, HEADER, _round
-from test_importers import mini_swe
+from helpers import mini_swe
 
 EXAMPLES = 40
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

@@ -16,7 +16,7 @@ from harness.cli import main
 from imprint_core.errors import SettingsError, UserInputError
 from imprint_core.settings import Settings
 
-from test_importers import mini_swe
+from helpers import mini_swe
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "01-answer-at-round-1.yaml"
@@ -253,7 +253,7 @@ def test_a_config_path_that_is_a_folder_raises_a_settings_error(tmp_path):
 
 
 # ---- regress add ----------------------------------------------------------------------------------------------
-from test_regress import regress, repo, stalled  # noqa: E402,F401 (the fixture, by name)
+from helpers import regress, repo, stalled  # noqa: E402,F401 (the fixture, by name)
 
 
 def test_regress_add_into_a_labels_folder_that_is_a_file(repo, capsys):

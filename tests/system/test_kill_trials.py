@@ -23,8 +23,9 @@ from harness.realruns.roundlogs import read_round_log
 from imprint_core.events import RunEnd
 from imprint_core.trace import read_trace
 
-from test_importers import mini_swe
-from test_regress import CONFIG, DAY, HEADER, chat_run, fact
+from harness.realruns.regressionstore import HEADER
+from helpers import CONFIG, DAY, chat_run, mini_swe
+from reportdata import fact
 
 TRIALS = 12
 STEPS = ("fsync", "replace", "rename", "link", "mkdir")

@@ -51,3 +51,25 @@ def test_importing_the_core_imports_no_heavy_package() -> None:
             "assert not heavy, heavy\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_contract_fails_on_an_import_circle_between_sibling_modules(tmp_path: Path) -> None:
+    for name in ("imprint_core", "harness"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    stops = tmp_path / "harness" / "analysis" / "stops.py"     # compare imports stops: back again is a circle
+    stops.write_text(stops.read_text(encoding="utf-8") + "\nfrom . import compare  # noqa\n", encoding="utf-8")
+    proc = _lint(tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no import circle between sibling modules anywhere in imprint_core or harness BROKEN" in proc.stdout
+
+
+def test_atomic_write_text_is_imported_from_files_only() -> None:
+    """One home for the atomic write: nothing reaches it through a module that merely imports it."""
+    import re
+    wrong = [f"{p.relative_to(ROOT)}: {line.strip()}"
+             for folder in ("imprint_core", "harness", "benchmarks", "tests")
+             for p in sorted((ROOT / folder).rglob("*.py"))
+             for line in p.read_text(encoding="utf-8").splitlines()
+             if re.search(r"import .*\batomic_write_text\b", line) and not re.search(r"from (imprint_core|\.)?\.?files import", line)]
+    assert wrong == []

@@ -1,6 +1,7 @@
 """Importers: other agents' raw trajectories as `imprint-rounds/1` round logs.
 
-Formats (`FORMATS`): `inspect` (inspect_ai eval logs), `otel` (OTLP JSON
+Formats (`FORMATS`, registered: registry.py; a user's package adds one with
+an entry point in `imprint.importers`): `inspect` (inspect_ai eval logs), `otel` (OTLP JSON
 traces, GenAI conventions or OpenInference), `mini-swe-agent`,
 `who-and-when` (Magentic-One and AG2), `intercode` (InterCode's SQL, bash,
 Python and CTF results files), `tau-bench`, the generic `openai-chat`
@@ -19,7 +20,16 @@ what a round is in each format's module (`chat`, `inspect`, `otel`,
 
 `imprint import` (harness/cli/import_runs.py) is the command around them.
 """
-from .convert import detect_format, import_file, import_paths, render_round_log
-from .rawfiles import FORMATS
+from typing import Any
 
-__all__ = ["FORMATS", "detect_format", "import_file", "import_paths", "render_round_log"]
+from .convert import detect_format, import_file, import_paths, render_round_log
+from .registry import ENTRY_POINT_GROUP, Format, formats, names
+
+__all__ = ["ENTRY_POINT_GROUP", "FORMATS", "Format", "detect_format", "formats", "import_file", "import_paths", "names",
+           "render_round_log"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FORMATS":    # the importable formats' names, entry points' included (registry.names())
+        return names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from ..roundlogs import Round, RoundCall, RoundLog
 
 from .callkinds import classify_tool
 from .rawfiles import Source, output_stem
+from .registry import Format
 from .resultstatus import ERROR, text_status, unrecorded
 
 CHAT_ROLES = "system, developer, user, assistant, tool or function"
@@ -262,3 +263,22 @@ def import_tau_bench(data: Any, path: str | Path) -> list[RoundLog]:
                                            f"{path} {key}.reward")}
         logs.append(RoundLog(f"{name}.jsonl", str(path), labels, rounds))
     return logs
+
+
+def is_tau_bench(data: Any) -> bool:
+    """A tau-bench results file: a list of objects with `task_id` and `traj`."""
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) \
+        and "task_id" in data[0] and "traj" in data[0]
+
+
+def is_openai_chat(data: Any) -> bool:
+    """An OpenAI chat message list: a list of objects with `role`, or an object with `messages`."""
+    if isinstance(data, dict):
+        return "messages" in data
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "role" in data[0]
+
+
+FORMATS = (Format("tau-bench", is_tau_bench, import_tau_bench, many_runs=True),
+           Format("openai-chat", is_openai_chat, import_openai_chat))
+"""The formats this module imports (registry.py): tau-bench's results
+files (one log per task run) and a plain message list (one run)."""

@@ -1,5 +1,8 @@
 """Detect a raw file's format, convert it, and write round logs.
 
+The formats register (registry.py): `MODULES` lists the built-in ones, an
+entry point in `imprint.importers` adds one from a user's package.
+
 `import_paths` converts everything first and writes only when every file
 converted: an error leaves the output folder as it was. The logs are
 written as one unit (`imprint_core.files.write_files`): all of them or none.
@@ -17,82 +20,20 @@ from imprint_core.files import write_files
 
 from ...conventions import expand_paths
 
-from .chat import import_openai_chat, import_tau_bench
-from .inspect import import_inspect
-from .intercode import import_intercode, is_intercode
-from .minisweagent import import_mini_swe_agent
-from .otel import import_otel
-from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, FORMATS, OTLP_KEY, Archive, Source, TextLog, load, \
-    output_stem, raw_suffix
-from .react import import_fireact, import_reflexion, is_fireact, is_reflexion
-from .webshop import import_webshop_notebook, is_webshop_notebook
-from .whoandwhen import import_who_and_when
+from . import chat, inspect, intercode, minisweagent, otel, react, webshop, whoandwhen
+from .rawfiles import FILE_SUFFIXES, FOLDER_SUFFIXES, Archive, Source, TextLog, load, output_stem, raw_suffix
+from .registry import declared, find, names, register_builtin
+from .registry import detect as detect
 
-CONVERTERS: dict[str, Callable[[Any, str | Path], list[RoundLog]]] = {
-    "inspect": import_inspect,
-    "otel": import_otel,
-    "mini-swe-agent": import_mini_swe_agent,
-    "who-and-when": import_who_and_when,
-    "tau-bench": import_tau_bench,
-    "openai-chat": import_openai_chat,
-    "react-webshop": import_webshop_notebook,
-    "fireact": import_fireact,
-    "reflexion": import_reflexion,
-    "intercode": import_intercode,
-}
-MULTI_RUN_FORMATS = frozenset({"tau-bench", "inspect", "otel", "react-webshop", "fireact", "reflexion", "intercode"})
-"""Formats whose one file holds many runs: `OUT/<file stem>/<run>.jsonl`."""
+MODULES = (inspect, otel, minisweagent, whoandwhen, intercode, chat, webshop, react)
+"""The modules of the built-in formats; their `FORMATS`, in this order, are
+the order detection tries them (a more specific shape before a looser one:
+mini-swe-agent's `messages` and `info` before openai-chat's `messages`).
+A format of a user's package registers by entry point (registry.py)."""
+
+register_builtin(declared(MODULES))
 
 Progress = Callable[[int, int, str], None]
-
-
-def detect(data: Any) -> str | None:
-    """The format of parsed data, by shape (None: none of them):
-
-    - a zip archive (`rawfiles.Archive`), or an object with an `eval` object and
-      `samples`, `status` or `version`: inspect (an inspect_ai log);
-    - an object with `resourceSpans`, or a list of them (JSON lines): otel (OTLP JSON);
-    - an object with `trajectory_format: mini-swe-agent-*`, or `messages` and `info`: mini-swe-agent;
-    - an object with `history` and one of `mistake_agent`, `question`, `is_correct`, `is_corrected`: who-and-when;
-    - an object of runs with `turn_history` and an `ic_*` environment (or such an object under `logs`): intercode;
-    - a list of objects with `task_id` and `traj`: tau-bench;
-    - a list of objects with `role`, or an object with `messages`: openai-chat;
-    - an object of runs, the first with `traj`, `em` or `reward`: fireact;
-    - a text file (`TextLog`) with `BEGIN TRIAL` and `BEGIN ... AGENTS` lines: reflexion;
-    - a Jupyter notebook (`cells`) that printed WebShop episodes: react-webshop.
-    """
-    if isinstance(data, Archive):
-        return "inspect"
-    if isinstance(data, TextLog):
-        return "reflexion" if is_reflexion(data) else None
-    if isinstance(data, dict) and OTLP_KEY in data:
-        return "otel"
-    if isinstance(data, dict) and isinstance(data.get("eval"), dict) \
-            and any(k in data for k in ("samples", "status", "version")):
-        return "inspect"
-    if isinstance(data, dict):
-        tf = data.get("trajectory_format")
-        if (isinstance(tf, str) and tf.startswith("mini-swe-agent")) or ("messages" in data and "info" in data):
-            return "mini-swe-agent"
-        if "history" in data and any(k in data for k in ("mistake_agent", "question", "is_correct", "is_corrected")):
-            return "who-and-when"
-        if is_intercode(data):
-            return "intercode"
-        if "messages" in data:
-            return "openai-chat"
-        if is_webshop_notebook(data):
-            return "react-webshop"
-        if is_fireact(data):
-            return "fireact"
-        return None
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        if OTLP_KEY in data[0]:
-            return "otel"
-        if "task_id" in data[0] and "traj" in data[0]:
-            return "tau-bench"
-        if "role" in data[0]:
-            return "openai-chat"
-    return None
 
 
 def describe_shape(data: Any) -> str:
@@ -116,8 +57,15 @@ def describe_shape(data: Any) -> str:
 
 
 def _check_format(fmt: str | None) -> None:
-    if fmt is not None and fmt not in CONVERTERS:
-        raise UserInputError(f"unknown format {fmt!r}", key="--format", expected="one of " + ", ".join(FORMATS))
+    if fmt is not None and find(fmt) is None:
+        raise UserInputError(f"unknown format {fmt!r}", key="--format", expected="one of " + ", ".join(names()))
+
+
+def convert(fmt: str, data: Any, path: str | Path) -> list[RoundLog]:
+    """The round logs of parsed data in format `fmt` (a registered name)."""
+    found = find(fmt)
+    assert found is not None, fmt
+    return found.convert(data, path)
 
 
 def _detect_or_fail(data: Any, path: str | Path) -> str:
@@ -128,7 +76,7 @@ def _detect_or_fail(data: Any, path: str | Path) -> str:
 
 
 def detect_format(path: str | Path) -> str:
-    """The format of a raw file (one of `FORMATS`); a file of none of them fails naming it."""
+    """The format of a raw file (one of `registry.names()`); a file of none of them fails naming it."""
     return _detect_or_fail(load(path), path)
 
 
@@ -136,7 +84,7 @@ def import_file(path: str | Path, fmt: str | None = None) -> list[RoundLog]:
     """One round log per trajectory in the file (a tau-bench file holds many)."""
     _check_format(fmt)
     data = load(path, Source(path, fmt))
-    return CONVERTERS[fmt or _detect_or_fail(data, path)](data, path)
+    return convert(fmt or _detect_or_fail(data, path), data, path)
 
 
 def render_round_log(log: RoundLog) -> str:
@@ -171,7 +119,7 @@ def output_paths(rel: Path, fmt: str, logs: list[RoundLog]) -> list[Path]:
     an inspect_ai log's `research/loop-1.jsonl`, an OTLP file's
     `spans/<trace id>.jsonl`)."""
     stem = output_stem(rel.name)
-    if fmt in MULTI_RUN_FORMATS:
+    if find(fmt).many_runs:
         return [rel.parent / stem / log.name for log in logs]
     return [rel.parent / f"{stem}.jsonl" for _ in logs]
 
@@ -191,7 +139,7 @@ def import_paths(paths: Iterable[str | Path], out_dir: str | Path, fmt: str | No
     for done, (f, rel) in enumerate(files, start=1):
         data = load(f, Source(f, fmt))
         file_fmt = fmt or _detect_or_fail(data, f)
-        logs = CONVERTERS[file_fmt](data, f)
+        logs = convert(file_fmt, data, f)
         for log, target in zip(logs, output_paths(rel, file_fmt, logs)):
             if target in planned:
                 raise UserInputError(f"two inputs would both be written to {out_dir / target} "

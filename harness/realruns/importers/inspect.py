@@ -44,7 +44,8 @@ from typing import Any
 from ..roundlogs import RoundLog
 
 from .chat import ChatCall, ChatTurn, chat_rounds
-from .rawfiles import Archive, Source
+from .rawfiles import OTLP_KEY, Archive, Source
+from .registry import Format
 from .toolkinds import classifier, find_overrides
 
 INSTALL_HINT = "pip install -e '.[interop]' (inspect_ai)"
@@ -210,3 +211,16 @@ def import_inspect(data: Any, path: str | Path) -> list[RoundLog]:
             labels["tool_kinds_file"] = kinds_file
         logs.append(RoundLog(f"{name}.jsonl", str(path), labels, rounds))
     return logs
+
+
+def is_inspect(data: Any) -> bool:
+    """An inspect_ai log: a zip archive (`Archive`), or an object with an
+    `eval` object and `samples`, `status` or `version` (and no OTLP key)."""
+    if isinstance(data, Archive):
+        return True
+    return isinstance(data, dict) and OTLP_KEY not in data and isinstance(data.get("eval"), dict) \
+        and any(k in data for k in ("samples", "status", "version"))
+
+
+FORMATS = (Format("inspect", is_inspect, import_inspect, many_runs=True),)
+"""The format this module imports (registry.py): one log per sample."""

@@ -63,6 +63,7 @@ from ..outcomes import outcome_label
 from ..roundlogs import Round, RoundCall, RoundLog
 from .callkinds import READ, WRITE, classify_sql, python_writes, shell_facts
 from .rawfiles import Source, output_stem
+from .registry import Format
 from .resultstatus import EMPTY, ERROR, ERROR_OUTPUT, OK, USAGE_ERROR_OUTPUT, shell_status
 
 SOURCE_FORMAT = "intercode"
@@ -305,3 +306,7 @@ def import_intercode(data: Any, path: str | Path, provenance: dict[str, Any] | N
             src.fail("no such run", key=name, expected="a run key of the file")
         logs.append(convert_run(str(name), runs[name], src, provenance, agent))
     return logs
+
+
+FORMATS = (Format(SOURCE_FORMAT, is_intercode, import_intercode, many_runs=True),)
+"""The format this module imports (registry.py): one log per run of a results file."""

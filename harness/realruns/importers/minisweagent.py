@@ -28,6 +28,7 @@ from ..roundlogs import Round, RoundCall, RoundLog
 from .callkinds import SHELL_TOOLS, WRITE, classify_tool, shell_facts, tool_words
 from .chat import ChatTurn, content_text, read_chat
 from .rawfiles import Source, output_stem
+from .registry import Format
 from .resultstatus import ERROR, OK, shell_status, text_status
 
 INDEX_NAME = "index.jsonl"
@@ -188,3 +189,16 @@ def import_mini_swe_agent(data: Any, path: str | Path) -> list[RoundLog]:
     }
     source = entry.get("source") if isinstance(entry.get("source"), str) else str(path)
     return [RoundLog(f"{output_stem(p.name)}.jsonl", source, labels, rounds)]
+
+
+def is_mini_swe_agent(data: Any) -> bool:
+    """A mini-swe-agent trajectory: an object with `trajectory_format:
+    mini-swe-agent-*`, or with `messages` and `info`."""
+    if not isinstance(data, dict):
+        return False
+    tf = data.get("trajectory_format")
+    return (isinstance(tf, str) and tf.startswith("mini-swe-agent")) or ("messages" in data and "info" in data)
+
+
+FORMATS = (Format("mini-swe-agent", is_mini_swe_agent, import_mini_swe_agent),)
+"""The format this module imports (registry.py): one run a file."""

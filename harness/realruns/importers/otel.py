@@ -76,6 +76,7 @@ from ..roundlogs import KINDS, STATUSES, Round, RoundCall, RoundLog
 from .chat import parse_arguments
 from .otlp import Span, read_spans
 from .rawfiles import OTLP_KEY, Source
+from .registry import Format
 from .resultstatus import ERROR, text_status, unrecorded
 from .toolkinds import classifier, find_overrides
 
@@ -369,3 +370,15 @@ def _named(logs: list[RoundLog]) -> list[RoundLog]:
         if name:
             log.path = f"{name if wanted.count(name) == 1 else name + '-' + log.labels['trace_id'][:8]}.jsonl"
     return logs
+
+
+
+def is_otel(data: Any) -> bool:
+    """OTLP JSON: an object with `resourceSpans`, or a list of them (JSON lines)."""
+    if isinstance(data, dict):
+        return OTLP_KEY in data
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and OTLP_KEY in data[0]
+
+
+FORMATS = (Format("otel", is_otel, import_otel, many_runs=True),)
+"""The format this module imports (registry.py): one log per trace."""

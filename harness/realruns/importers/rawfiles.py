@@ -23,9 +23,7 @@ import jsonlines
 from imprint_core.errors import UserInputError, long_number_line
 from imprint_core.files import NumberTooLong, UnreadableJSON, json_lines, loads_json
 
-FORMATS = ("inspect", "otel", "mini-swe-agent", "who-and-when", "intercode", "tau-bench", "openai-chat", "react-webshop",
-           "fireact", "reflexion")
-"""The importable formats, in the order detection tries them."""
+from . import registry
 
 FOLDER_SUFFIXES = (".traj.json.gz", ".otlp.jsonl", ".otlp.json", ".traj.json", ".json.gz", ".json", ".eval")
 """Raw suffixes a folder walk picks up (longest first, so `.traj.json.gz`
@@ -72,7 +70,7 @@ class Source:
     def fail(self, message: str, *, key: str | None = None, line: int | None = None,
              expected: str | None = None) -> NoReturn:
         as_fmt = f" (read as {self.fmt})" if self.fmt else ""
-        formats = "importable formats: " + ", ".join(FORMATS)
+        formats = "importable formats: " + ", ".join(registry.names())
         raise UserInputError(message + as_fmt, file=self.file, line=line, key=key,
                              expected=f"{expected}; {formats}" if expected else formats)
 
@@ -218,3 +216,9 @@ def _otlp_lines(text: str) -> bool:
         return isinstance(json.loads(first), dict)
     except (ValueError, RecursionError):
         return False
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FORMATS":    # the importable formats' names, in detection order (registry.names())
+        return registry.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

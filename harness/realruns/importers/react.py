@@ -66,6 +66,7 @@ from ..outcomes import outcome_label
 from ..roundlogs import Round, RoundCall, RoundLog
 from .callkinds import WRITE, classify_tool
 from .rawfiles import Source, TextLog, output_stem
+from .registry import Format
 from .resultstatus import EMPTY, ERROR, OK, text_status
 
 ACTION = re.compile(r"^Action(?: \d+)?:\s*(\w+)\[(.*)\]\s*$", re.M)
@@ -481,3 +482,9 @@ def import_webshop(text: str, ids: list[int], provenance: dict[str, str]) -> lis
                   "score": score, "correct": score == 1.0, "num_rounds": len(rounds)}
         logs.append(RoundLog(f"{idx}.jsonl", f"{provenance.get('path', '')}#episode{idx}", labels, rounds))
     return logs
+
+
+FORMATS = (Format("fireact", is_fireact, import_fireact, many_runs=True),
+           Format("reflexion", is_reflexion, import_reflexion, many_runs=True))
+"""The formats this module imports (registry.py): FireAct's trajs files
+(one log per run) and Reflexion's trial logs (one per run)."""

@@ -32,6 +32,7 @@ from typing import Any
 from ..outcomes import outcome_label
 from ..roundlogs import RoundLog
 from .rawfiles import Source
+from .registry import Format
 from .react import WEBSHOP_EPISODE, WEBSHOP_RUNNING_MEAN, webshop_episodes, webshop_rounds
 
 FORMAT = "react-webshop"
@@ -119,3 +120,7 @@ def import_webshop_notebook(data: Any, path: str | Path) -> list[RoundLog]:
         src.fail("the episode cell holds no episode", key=f"cells[{cell}].outputs",
                  expected="'-----------------' and an episode index on lines of their own")
     return logs
+
+
+FORMATS = (Format(FORMAT, is_webshop_notebook, import_webshop_notebook, many_runs=True),)
+"""The format this module imports (registry.py): one log per episode."""

@@ -43,6 +43,7 @@ from ..roundlogs import Round, RoundCall, RoundLog
 
 from .callkinds import READ, SHELL_LANGUAGES, ShellFacts, classify_code, code_blocks, shell_facts
 from .rawfiles import Source, output_stem
+from .registry import Format
 from .resultstatus import EMPTY, ERROR, shell_status, text_status
 
 INSTRUCTION = re.compile(r"^Orchestrator \(-> (.+)\)$")
@@ -243,3 +244,14 @@ def import_who_and_when(data: Any, path: str | Path) -> list[RoundLog]:
         "mistake_reason": data.get("mistake_reason"), "num_rounds": len(rounds), "num_messages": len(history),
     }
     return [RoundLog(f"{output_stem(p.name)}.jsonl", str(path), labels, rounds)]
+
+
+def is_who_and_when(data: Any) -> bool:
+    """A Who&When log: an object with `history` and one of `mistake_agent`,
+    `question`, `is_correct`, `is_corrected`."""
+    return isinstance(data, dict) and "history" in data \
+        and any(k in data for k in ("mistake_agent", "question", "is_correct", "is_corrected"))
+
+
+FORMATS = (Format("who-and-when", is_who_and_when, import_who_and_when),)
+"""The format this module imports (registry.py): one run a file."""

@@ -113,6 +113,28 @@ def test_token_replay_charges_the_growing_prompt_under_reserve_and_the_new_part_
     assert small.budget_end["reserve"] == 2 and small.budget_end["prefix-refund"] >= 2
 
 
+def test_token_replay_settles_through_the_core_s_ledger(corpus, monkeypatch):
+    """Every replayed request is charged by TokenLedger's one settlement (the
+    loop's), so a reply longer than the output allowance is charged the
+    allowance, as a live request cut at it would be."""
+    from imprint_core.budget import TokenLedger
+    runs, _ = load_corpora([Corpus([str(corpus["logs"])], str(corpus["labels"]))])
+    run = next(r for r in runs if r.name == "loop")
+    charged: list[tuple[str, int]] = []
+    settle = TokenLedger._charge
+
+    def spy(self, *args, **kwargs):
+        rec = settle(self, *args, **kwargs)
+        charged.append((self.policy, rec.charged))
+        return rec
+    monkeypatch.setattr(TokenLedger, "_charge", spy)
+    t = token_replay(run, budget=10**9, max_output=1)
+    assert [c for p, c in charged if p == "reserve"] == t.reserve
+    assert [c for p, c in charged if p == "prefix-refund"] == t.prefix_refund
+    # a one-token allowance: the new prompt past what was processed, plus one token of output at most
+    assert t.prefix_refund[0] == t.reserve[0] and all(c <= r for c, r in zip(t.prefix_refund, t.reserve))
+
+
 def test_unknown_rules_and_parameters_are_clear_errors_before_anything_is_read(corpus, capsys):
     base = ["compare", "--corpus", str(corpus["logs"]), "--labels", str(corpus["labels"]), "--out",
             str(corpus["tmp"] / "o")]

@@ -17,7 +17,7 @@ from harness.analysis.ceiling import loop_ceiling, oracle_progress
 from harness.analysis.tune import Rule, Scores, Split, pareto_front, tune
 from harness.analysis.tunesettings import Setting
 from harness.cli import main
-from harness.realruns import noveltyconfigs
+from imprint_core.novelty import config as noveltyconfigs
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels
 from harness.realruns.roundlogs import RoundLog, apply_patience
 from imprint_core.errors import UserInputError

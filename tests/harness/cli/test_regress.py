@@ -12,58 +12,16 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness.cli import main, regress as regress_cli
+from harness.cli import main
 from harness.realruns.labels import LABELS_FORMAT, Verdict, parse_labels
 from harness.realruns.regressionstore import HEADER, Regression, loop_spec, parse_loop, read_labels_file, with_entry
 from harness.realruns.roundlogs import read_round_log
 from imprint_core.errors import UserInputError
 
+from helpers import CONFIG, chat_run, regress, repo, stalled  # noqa: F401  (repo: the fixture, by name)
 from reportdata import fact, handmade_trace, round_log
 
 ROOT = Path(__file__).resolve().parents[3]
-DAY = date(2026, 1, 31)
-
-CONFIG = """\
-[inputs]
-traces = ["traces"]
-latest_run = false
-round_logs = []
-labels = ["labels.yaml", "regressions.yaml"]
-
-[premature_stops]
-patience = 4
-max_premature = 0
-# a share-based judgement would let 1 failing regression of 2 pass: the regressions are judged run by run
-max_premature_share = 0.5
-
-[divergence]
-min_requests = 3
-exclude = ["stub"]
-
-[overruns]
-max_count = 0
-max_overrun_sec = 5.0
-"""
-
-
-@pytest.fixture()
-def repo(tmp_path: Path, monkeypatch) -> Path:
-    """A small repository: a gate config, a passing corpus, no regressions yet (cwd)."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(regress_cli, "today", lambda: DAY)
-    (tmp_path / "gate.toml").write_text(CONFIG)
-    (tmp_path / "labels.yaml").write_text("runs:\n  lull: {should_not_stop_before: 6}\n")
-    (tmp_path / "regressions.yaml").write_text(HEADER)
-    good = tmp_path / "traces" / "good"
-    handmade_trace(good / "remote.jsonl", provider="remote", provider_kind="remote", ratios=[1.1, 1.2, 1.05, 1.3],
-                   header_extra={"server": "llamacpp"}, scenario="fine")
-    round_log(good / "lull.jsonl", [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]])
-    return tmp_path
-
-
-def regress(*args: str) -> int:
-    return main(["regress", *args, "--store", "traces/regressions", "--labels", "regressions.yaml",
-                 "--config", "gate.toml"])
 
 
 def listed(capsys) -> dict:
@@ -73,23 +31,6 @@ def listed(capsys) -> dict:
 
 
 # ---- runs of each kind ----------------------------------------------------------------------------------------
-def chat_run(path: Path, results: list[str]) -> Path:
-    """An OpenAI chat message list (a raw trajectory): one search round per result."""
-    msgs: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Find it."}]
-    for i, text in enumerate(results):
-        msgs.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": i})}}]})
-        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(msgs))
-    return path
-
-
-def stalled(repo: Path) -> Path:
-    """A raw run that repeats itself from round 2: patience 4 stops it at round 5 of 8."""
-    return chat_run(repo / "raw" / "stalled.json", [fact(1)] * 7 + [fact(2)])
-
-
 def make_run(kind: str, repo: Path) -> tuple[Path, int, int | None]:
     """(file, its rounds, the stop of the gate's rule or None)."""
     if kind == "trace":

@@ -20,6 +20,7 @@ from harness.realruns.importers.callkinds import (ASK, READ, WRITE, classify_cod
                                                   code_blocks, python_writes, shell_facts)
 from harness.realruns.importers.resultstatus import EMPTY, ERROR, OK, shell_status, text_status
 from harness.realruns.roundlogs import read_round_log, replay, round_view
+from helpers import chat_assistant as assistant, chat_call as call, chat_tool as tool, mini_swe, shell_obs as obs
 from imprint_core.stoprules import build as build_rule
 from imprint_core.errors import UserInputError
 
@@ -34,45 +35,6 @@ def write_json(path: Path, data, gz: bool = False) -> Path:
     text = json.dumps(data, indent=1)
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
     return path
-
-
-def call(cid: str, name: str, args) -> dict:
-    return {"id": cid, "type": "function",
-            "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-
-
-def assistant(*calls: dict, text: str = "") -> dict:
-    return {"role": "assistant", "content": text, "tool_calls": list(calls)}
-
-
-def tool(cid: str, content: str) -> dict:
-    return {"role": "tool", "tool_call_id": cid, "content": content}
-
-
-def obs(rc: int, output: str) -> str:
-    return f"<returncode>{rc}</returncode>\n<output>\n{output}</output>"
-
-
-def mini_swe(submission: str = "diff --git a/x b/x\n") -> dict:
-    bash = lambda cid, cmd: call(cid, "bash", {"command": cmd})  # noqa: E731
-    return {
-        "trajectory_format": "mini-swe-agent-1.1", "instance_id": "demo__demo-1",
-        "info": {"exit_status": "Submitted", "submission": submission,
-                 "config": {"model": {"model_name": "test/model"}}},
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "Fix the bug."},
-            assistant(bash("c1", "cd /testbed && ls")), tool("c1", obs(0, "a.py\nb.py\n")),
-            assistant(bash("c2", "grep -n nothing a.py")), tool("c2", obs(1, "")),
-            assistant(bash("c3", "sed -i 's/x/y/' a.py")), tool("c3", obs(0, "")),
-            assistant(call("c4", "bash", '{"command": "ls')),
-            {"role": "user", "content": "Tool call error: Unterminated string", "extra": {"interrupt_type": "FormatError"}},
-            assistant(bash("c5", "python repro.py")),
-            tool("c5", obs(1, "Traceback (most recent call last):\n  File \"repro.py\"\nValueError: x\n")),
-            assistant(bash("c6", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff")),
-            {"role": "exit", "content": submission, "extra": {"exit_status": "Submitted"}},
-        ],
-    }
 
 
 def index_line(file: str, resolved) -> str:
