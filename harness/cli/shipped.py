@@ -3,7 +3,7 @@ defaults live, as a diff to commit.
 
 The shipped rule has one home per part: the patience is the default of
 `chat.research_no_progress_rounds` in `imprint_core/settings.py`, the novelty
-fields are `NoveltyConfig`'s defaults in `imprint_core/novelty/rule.py`. The
+fields are `NoveltyConfig`'s defaults in `imprint_core/novelty/config.py`. The
 loop, the scenario model, `imprint replay`, `tune` and the gate all read them
 from there (the gate's `reports/gate.toml` restates neither), so changing
 them there changes the shipped rule everywhere. Files are those of the
@@ -26,19 +26,20 @@ from typing import Any
 
 from imprint_core.errors import UserInputError
 from imprint_core.files import write_files
-from imprint_core.novelty import rule as novelty_rule
+from imprint_core.novelty import config as novelty_config
 from imprint_core.settings import SPECS
 
 from ..conventions import locked, workdir
 from ..realruns.noveltyconfigs import SHIPPED, as_dict
 
 SETTINGS = Path("imprint_core/settings.py")
-NOVELTY = Path("imprint_core/novelty/rule.py")
+NOVELTY = Path("imprint_core/novelty/config.py")
 _PATIENCE = re.compile(r'(SettingSpec\("chat\.research_no_progress_rounds", int, "rounds", )(\d+)(,)')
 
 
 def _field(name: str) -> re.Pattern:
-    return re.compile(rf"^(    {re.escape(name)}: [\w|]+ = )(\S+?)(\s+#.*)?$", re.M)
+    """A NoveltyConfig field's default: `    name: type = _knob(DEFAULT, "what it means", ...)`."""
+    return re.compile(rf"^(    {re.escape(name)}: [\w|]+ = _knob\()([^,\s]+)(,)", re.M)
 
 
 def _literal(v: Any) -> str:
@@ -113,7 +114,7 @@ def _default_in(text: str, pattern: re.Pattern) -> Any:
     try:
         return ast.literal_eval(src)
     except (ValueError, SyntaxError):
-        return getattr(novelty_rule, src, None) if src.isidentifier() else None
+        return getattr(novelty_config, src, None) if src.isidentifier() else None
 
 
 def _unchanged_since_measured(patience: int | None, changed: dict[str, Any], root: Path) -> None:
@@ -143,7 +144,7 @@ def _check_writable(files: list[Path]) -> None:
         for target in (f, f.parent):
             if not os.access(target, os.W_OK):
                 raise UserInputError("cannot write it; nothing written", file=str(target), key="--apply",
-                                     expected="a checkout whose settings.py and novelty/rule.py can be written")
+                                     expected="a checkout whose settings.py and novelty/config.py can be written")
 
 
 def plan(patience: int | None, changed: dict[str, Any], root: Path | None = None) -> tuple[dict, str]:

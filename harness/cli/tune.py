@@ -73,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "--patience does not apply")
     p.add_argument("--apply", action="store_true",
                    help="write the recommended patience and novelty fields where the shipped defaults live "
-                        "(imprint_core/settings.py, imprint_core/novelty/rule.py in the checkout of the current "
+                        "(imprint_core/settings.py, imprint_core/novelty/config.py in the checkout of the current "
                         "folder, and the comment above a value that names the old one): shows the diff first, then "
                         "asks (on a terminal) or needs --yes; names the gate's loop-recall baselines to re-pin")
     p.add_argument("--yes", action="store_true", help="with --apply: write without asking (off a terminal, "

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture()
 def checkout(tmp_path: Path, monkeypatch) -> Path:
-    for rel in ("imprint_core/settings.py", "imprint_core/novelty/rule.py"):
+    for rel in ("imprint_core/settings.py", "imprint_core/novelty/config.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     monkeypatch.chdir(tmp_path)
@@ -33,16 +33,16 @@ def checkout(tmp_path: Path, monkeypatch) -> Path:
 def test_apply_rewrites_the_patience_and_novelty_defaults_and_returns_the_diff(checkout):
     diff = apply(7, {"fingerprint_unit": "line", "min_new_shingles": 1, "shingle_capacity": 131072})
     settings = (checkout / "imprint_core/settings.py").read_text()
-    rule = (checkout / "imprint_core/novelty/rule.py").read_text()
+    rule = (checkout / "imprint_core/novelty/config.py").read_text()
     assert 'SettingSpec("chat.research_no_progress_rounds", int, "rounds", 7, 2, 20,' in settings
-    assert '    fingerprint_unit: str = "line"  # paragraph: a unit' in rule
-    assert "    min_new_shingles: int = 1            # new shingles" in rule
-    assert "    shingle_capacity: int = 131_072" in rule
+    assert '    fingerprint_unit: str = _knob("line", "paragraph: a unit' in rule
+    assert '    min_new_shingles: int = _knob(1, "New shingles' in rule
+    assert "    shingle_capacity: int = _knob(131_072, " in rule
     assert "-    SettingSpec(\"chat.research_no_progress_rounds\", int, \"rounds\", 9," in diff
-    assert "+    fingerprint_unit: str = \"line\"" in diff and diff.count("\n+++ ") + diff.startswith("+++ ") == 2
+    assert "+    fingerprint_unit: str = _knob(\"line\"," in diff and diff.count("\n+++ ") + diff.startswith("+++ ") == 2
     # the edited files still compile, and nothing else in them changed
     compile(settings, "settings.py", "exec")
-    compile(rule, "rule.py", "exec")
+    compile(rule, "config.py", "exec")
     assert len(settings.splitlines()) == len((ROOT / "imprint_core/settings.py").read_text().splitlines())
     assert apply(7, {"fingerprint_unit": "line", "min_new_shingles": 1, "shingle_capacity": 131072}) == ""
     # already so: no edit, no diff
@@ -83,13 +83,13 @@ B = (5, {})
 
 
 def shipped_state(root: Path) -> tuple[str, str]:
-    return ((root / "imprint_core/settings.py").read_text(), (root / "imprint_core/novelty/rule.py").read_text())
+    return ((root / "imprint_core/settings.py").read_text(), (root / "imprint_core/novelty/config.py").read_text())
 
 
 def state_after(root: Path, *recommendations) -> tuple[str, str]:
     """What applying `recommendations` one after another to a fresh copy of the shipped files gives."""
     twin = root / "twin"
-    for rel in ("imprint_core/settings.py", "imprint_core/novelty/rule.py"):
+    for rel in ("imprint_core/settings.py", "imprint_core/novelty/config.py"):
         (twin / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, twin / rel)
     for patience, changed in recommendations:
@@ -102,7 +102,7 @@ def test_a_second_apply_measured_against_defaults_another_changed_is_refused(che
     after_a = shipped_state(checkout)
     with pytest.raises(UserInputError) as info:
         apply(*B)     # B measured fingerprint_unit=paragraph; patience 5 with A's line is nobody's setting
-    assert info.value.key == "fingerprint_unit" and info.value.file.endswith("rule.py")
+    assert info.value.key == "fingerprint_unit" and info.value.file.endswith("config.py")
     assert "'line'" in info.value.message and "'paragraph'" in info.value.message
     assert shipped_state(checkout) == after_a
 
@@ -127,7 +127,7 @@ def unwritable(path: Path):
 
 def test_a_file_that_cannot_be_written_leaves_both_unchanged_and_is_named(checkout, capsys, monkeypatch):
     before = shipped_state(checkout)
-    rule = checkout / "imprint_core/novelty/rule.py"
+    rule = checkout / "imprint_core/novelty/config.py"
     with unwritable(rule):
         with pytest.raises(UserInputError) as info:
             apply(*A)
@@ -138,7 +138,7 @@ def test_a_file_that_cannot_be_written_leaves_both_unchanged_and_is_named(checko
 
 def test_a_write_that_fails_after_the_first_rename_puts_the_first_file_back(checkout, monkeypatch):
     before = shipped_state(checkout)
-    rule = checkout / "imprint_core/novelty/rule.py"
+    rule = checkout / "imprint_core/novelty/config.py"
     real = os.replace
 
     def refuse_rule(src, dst, *a, **kw):
@@ -161,7 +161,7 @@ def test_two_concurrent_applies_leave_one_evaluated_setting(checkout):
     pristine = shipped_state(checkout)
     outcomes = {state_after(checkout, A), state_after(checkout, B), state_after(checkout, B, A)}
     for _ in range(10):
-        for f, text in zip(("imprint_core/settings.py", "imprint_core/novelty/rule.py"), pristine):
+        for f, text in zip(("imprint_core/settings.py", "imprint_core/novelty/config.py"), pristine):
             (checkout / f).write_text(text)
         start = threading.Barrier(2)
         refused: list[UserInputError] = []
