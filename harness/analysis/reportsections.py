@@ -55,6 +55,17 @@ class GateVerdict:
         return self.run_ok and all(c.passed for c in self.conditions)
 
 
+def shipped_rule_words() -> str:
+    """Which stop rule ships, and why, from where the fact lives: the setting's default and the rule's source."""
+    from imprint_core.settings import SPECS
+    from imprint_core.stoprules import resolve
+    info = resolve(SPECS["chat.research_stop_rule"].default)
+    return (f"The stop rule shipped (the default of `chat.research_stop_rule`) is `{info.name}`: {info.source}; "
+            "it replaced the record's rule by research-loop.md's decision rule (harm not worse, benefit better, "
+            "cost at most 2×, judged on held-out runs), with the figures in "
+            "docs/adr/0102-amendment-repeat-aware.md.")
+
+
 def gate_section(g: GateVerdict) -> Section:
     """The page's opening: the gate's verdict, the run it judged, and its
     table, line by line, as `imprint check` prints it."""
@@ -70,7 +81,7 @@ def gate_section(g: GateVerdict) -> Section:
     return Section("Release gate",
                    f"`imprint check` on the report's own inputs, against `{g.config}`: ADR 0102's three invalidation "
                    "conditions, one line per corpus, provider and figure. Its notes, run by run, are what "
-                   "`imprint check` prints below its table.",
+                   f"`imprint check` prints below its table. {shipped_rule_words()}",
                    verdict=(g.passed, f"Gate {words}. Judged run: {g.run_words}."),
                    tables=[("the gate, line by line", pd.DataFrame(rows))], figures_first=False)
 

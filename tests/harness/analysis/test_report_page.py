@@ -63,6 +63,9 @@ def test_the_page_opens_with_the_gate_s_verdict_and_the_judged_run(labelled: Pat
     assert "Judged run: none (only the TRACES given)" in banner[1]
     # its table holds every line `imprint check` prints, with the verdict of each
     assert "<td>FAILS</td>" in body and "<td>condition</td>" not in body
+    # which stop rule ships, and where its decision is recorded
+    assert "The stop rule shipped (the default of <code>chat.research_stop_rule</code>) is <code>repeat-aware</code>" \
+        in body and "0102-amendment-repeat-aware.md" in body
     summary = (labelled / "out" / "summary.md").read_text()
     assert summary.index("## Release gate") < summary.index("## Stop rule accuracy")
     assert "**Gate FAILS" in summary
