@@ -28,9 +28,9 @@ for p in (ROOT, ROOT / "benchmarks"):
 
 from bench_novelty import _interleaved, generate_rounds, machine  # noqa: E402
 from harness.analysis.compare import DEFAULT_RULES, RuleChoice, compare  # noqa: E402
-from harness.analysis.progresscache import ProgressCache, clear_memory_cache  # noqa: E402
-from harness.analysis.sweep import load_corpora  # noqa: E402
-from harness.analysis.tune import tune  # noqa: E402
+from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache  # noqa: E402
+from harness.analysis.sweep.progress import load_corpora  # noqa: E402
+from harness.analysis.tune.search import tune  # noqa: E402
 from harness.cli.corpora import corpora_from  # noqa: E402
 from harness.cli.ruleargs import rules_of  # noqa: E402
 from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402

@@ -29,8 +29,12 @@ BASELINE = "e433b27"
 _SIDE = r'''
 import argparse, json, sys, time
 sys.path.insert(0, sys.argv[1])
-from harness.analysis import sweep
-from harness.analysis.tune import tune
+try:                                       # analysis in rooms (issue 43)
+    import harness.analysis.sweep.progress as sweep
+    from harness.analysis.tune.search import tune
+except ImportError:                        # analysis as flat modules
+    from harness.analysis import sweep
+    from harness.analysis.tune import tune
 from harness.cli.tune import corpora_from
 try:
     from harness.realruns.noveltyconfigs import default_grid, expand
@@ -39,9 +43,12 @@ except ImportError:
     from harness.realruns.noveltyfields import default_grid, expand
     from harness.realruns.rounds import PATIENCE
 try:
-    from harness.analysis.progresscache import ProgressCache, clear_memory_cache
+    from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache
 except ImportError:
-    from harness.analysis.sweep import ProgressCache, clear_memory_cache
+    try:
+        from harness.analysis.progresscache import ProgressCache, clear_memory_cache
+    except ImportError:
+        from harness.analysis.sweep import ProgressCache, clear_memory_cache
 runs, _ = sweep.load_corpora(corpora_from(argparse.Namespace())[0])
 grid, _ = default_grid()
 clear_memory_cache()

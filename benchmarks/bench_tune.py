@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.analysis.progresscache import ProgressCache, clear_memory_cache  # noqa: E402
-from harness.analysis.sweep import load_corpora  # noqa: E402
-from harness.analysis.tune import tune  # noqa: E402
+from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache  # noqa: E402
+from harness.analysis.sweep.progress import load_corpora  # noqa: E402
+from harness.analysis.tune.search import tune  # noqa: E402
 from harness.cli.tune import corpora_from  # noqa: E402
 from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402
 from harness.realruns.roundlogs import PATIENCE  # noqa: E402

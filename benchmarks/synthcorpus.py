@@ -65,7 +65,7 @@ def measure() -> dict:
     """The distributions of the labelled corpora `imprint tune` reads by default."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from harness.analysis.sweep import load_corpora
+    from harness.analysis.sweep.progress import load_corpora
     from harness.cli.corpora import corpora_from
     corpora, _ = corpora_from(argparse.Namespace())
     runs, _ = load_corpora(corpora)

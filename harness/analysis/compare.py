@@ -36,10 +36,10 @@ from imprint_core.settings import SPECS
 from imprint_core.stoprules import resolve
 
 from ..realruns.labels import LOOP_SLACK, Judgement, Tally, judge
-from .progresscache import ProgressCache
+from .sweep.cache import ProgressCache
 from .stats import CONFIDENCE, Rate, mcnemar, paired_difference, rate
-from .sweep import TuneRun
-from .stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
+from .sweep.progress import TuneRun
+from .sweep.stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
 
 DEFAULT_RULES = ("record", "record[patience=4]", "round-cap", "identical-batch", "openhands", "gemini-cli",
                  "result-aware-repeat", "any", "outcome-repeat", "repeat-aware")

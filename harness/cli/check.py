@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.gate import run_gate
+    from ..analysis.gate.conditions import run_gate
     cfg = gate_config(args.config)
     if args.rule or args.param or args.params:
         # Judge another rule against the same thresholds and the baseline pinned for the shipped one.
@@ -125,7 +125,7 @@ def _write_junit(path: str, conditions, run_words: str, run_ok: bool, config: st
 
     from imprint_core.errors import UserInputError
     from imprint_core.files import atomic_write_text
-    from ..analysis.gate import junit_xml
+    from ..analysis.gate.conditions import junit_xml
     try:
         atomic_write_text(Path(path), junit_xml(conditions, run_words, run_ok, str(config)))
     except OSError as exc:

@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.compare import (DEFAULT_RULES, TERMINAL_LEGEND, RuleChoice, compare, markdown, plot,
                                     pooled_part, rows)
     from ..analysis.decision import COST_FILE
-    from ..analysis.progresscache import ProgressCache, default_cache_dir
-    from ..analysis.sweep import load_corpora
-    from ..analysis.tune import Split
+    from ..analysis.sweep.cache import ProgressCache, default_cache_dir
+    from ..analysis.sweep.progress import load_corpora
+    from ..analysis.sweep.stops import Split
     if not 0 <= args.holdout < 1:
         raise UserInputError(f"{args.holdout} is not a share", key="--holdout", expected="0 to below 1")
     if args.slack < 0:

@@ -61,7 +61,7 @@ def add_corpus_options(p: argparse.ArgumentParser) -> None:
 
 def corpora_from(args: argparse.Namespace) -> tuple[list, list[str]]:
     """The `--corpus ... --labels FILE` groups, or the default corpora that exist."""
-    from ..analysis.sweep import Corpus
+    from ..analysis.sweep.progress import Corpus
     from ..realruns.labels import load_labels
     events = [("corpus", p) for p in getattr(args, "paths", None) or []] + list(getattr(args, "corpus_events", None) or [])
     notes: list[str] = []

@@ -20,7 +20,7 @@ with --out, as `make tune` and `make snapshot` do."""
 def gate_config(path: str):
     """The gate config at `path`. The default one missing almost always means
     the command ran outside a checkout: say where it looked and what to do."""
-    from ..analysis.gateconfig import load_config
+    from ..analysis.gate.config import load_config
     if path == DEFAULT_GATE_CONFIG and not Path(path).exists():
         raise UserInputError(f"no gate config at {Path(path).resolve()}: run imprint from the root of a checkout "
                              f"(the folder that holds {DEFAULT_GATE_CONFIG}), or give --config FILE", file=path)

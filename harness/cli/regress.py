@@ -2,7 +2,7 @@
 judged by the gate (`imprint check`) and the tuner (`imprint tune`) every time.
 
 The store (`harness.realruns.regressionstore`) and the verdicts
-(`harness.analysis.regressions`) live below; this module parses, orders the
+(`harness.analysis.gate.regressions`) live below; this module parses, orders the
 checks before any write, and prints."""
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _labels_elsewhere(cfg, labels_path: Path):
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from ..analysis.regressions import judge_logs, verdict
+    from ..analysis.gate.regressions import judge_logs, verdict
     from ..realruns.labels import Labels
     from ..realruns import regressionstore as reg
     store, labels_path = Path(args.store), Path(args.labels)
@@ -146,7 +146,7 @@ def _then_text(lab) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ..analysis.regressions import rows, rule_of
+    from ..analysis.gate.regressions import rows, rule_of
     from ..realruns.regressionstore import read_labels_file
     cfg = gate_config(args.config)
     _, labels = read_labels_file(Path(args.labels))

@@ -49,8 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.frames import load_frames
-    from ..analysis.report import write_report
+    from ..analysis.frames.load import load_frames
+    from ..analysis.report.page import write_report
     if args.max_runs < 1:
         raise UserInputError(f"{args.max_runs} panels", key="--max-runs", expected="1 or more")
     cfg = gate_config(args.config or DEFAULT_GATE_CONFIG) if args.config or Path(DEFAULT_GATE_CONFIG).exists() else None
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                       for p in incomplete_runs("traces/runs")]
         if not paths:
             raise UserInputError("no traces found", file="traces", expected="traces (run `imprint run` first)")
-    from ..analysis.gate import judged_runs, novelty_config
+    from ..analysis.gate.conditions import judged_runs, novelty_config
     from ..realruns.labels import LOOP_SLACK, load_labels
     from ..realruns.noveltyconfigs import describe
     label_files = args.labels if args.labels is not None else cfg.inputs["labels"] if cfg else []
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         judged = judged_runs(frames, load_labels(label_files), slack) if label_files else []
         gate = None
         if cfg is not None:
-            from ..analysis.gate import judge_frames
-            from ..analysis.reportsections import GateVerdict
+            from ..analysis.gate.conditions import judge_frames
+            from ..analysis.report.sections import GateVerdict
             step("judging the gate")
             gate = GateVerdict(judge_frames(frames, cfg, load_labels(label_files), expect_all=not args.paths),
                                run_words, run_ok, str(cfg.path))
@@ -122,7 +122,7 @@ def _comparison(args: argparse.Namespace, judged, paths, slack: int, step):
     import time
 
     from ..analysis.compare import DEFAULT_RULES, RuleChoice
-    from ..analysis.reportcompare import comparison_of
+    from ..analysis.report.compare import comparison_of
     from .ruleargs import rules_of
     choices = [RuleChoice(label, spec, params) for label, spec, params in
                rules_of(argparse.Namespace(rules=None, params=None, param=None), list(DEFAULT_RULES))]

@@ -139,10 +139,10 @@ def rule_grid_from(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.progresscache import ProgressCache, default_cache_dir
-    from ..analysis.sweep import load_corpora
-    from ..analysis.tune import Rule, Split, tune
-    from ..analysis.tunereport import recommendation, write_outputs
+    from ..analysis.sweep.cache import ProgressCache, default_cache_dir
+    from ..analysis.sweep.progress import load_corpora
+    from ..analysis.tune.search import Rule, Split, tune
+    from ..analysis.tune.report import recommendation, write_outputs
     from ..realruns.noveltyconfigs import expand
     patiences = parse_patience(args.patience)
     if not 0 <= args.holdout < 1:
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                               else default_cache_dir())
         step(f"sweeping over {len(runs)} runs")
         if other_rule:
-            from ..analysis.tune import tune_rule
+            from ..analysis.tune.search import tune_rule
             t = tune_rule(runs, args.rule, grid, split=Split(args.holdout, args.folds, args.seed),
                           rule=Rule(args.max_premature_share, strict), slack=args.slack, jobs=args.jobs, cache=cache)
             elapsed = time.perf_counter() - started
@@ -261,7 +261,7 @@ def baselines_moved(t, config: str | Path | None = None) -> list[str]:
     record's rule at the shipped and the applied setting, and the commands that re-pin
     them (no command writes them: a person copies the measured figures)."""
     from imprint_core.settings import SPECS
-    from ..analysis.gateconfig import load_config
+    from ..analysis.gate.config import load_config
     from .inputs import DEFAULT_GATE_CONFIG
     path = Path(config or DEFAULT_GATE_CONFIG)
     if not path.is_file():
@@ -300,8 +300,8 @@ def baselines_moved(t, config: str | Path | None = None) -> list[str]:
 
 def _print(t, timing: str, written: list[Path]) -> None:
     from rich.table import Table
-    from ..analysis.tune import PARTS
-    from ..analysis.tunereport import figures_text as _fig
+    from ..analysis.tune.search import PARTS
+    from ..analysis.tune.report import figures_text as _fig
     out = console()
     s = t.scores.settings[t.best]
     table = Table(title=f"imprint tune: recommended {s.label()}" + ("" if t.feasible else " (constraints not met)"))

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.frames import load_frames
-from harness.analysis.report import write_report
+from harness.analysis.frames.load import load_frames
+from harness.analysis.report.page import write_report
 
 from reportdata import handmade_trace, scenario_traces
 

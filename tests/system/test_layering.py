@@ -57,8 +57,8 @@ def test_the_contract_fails_on_an_import_circle_between_sibling_modules(tmp_path
     for name in ("imprint_core", "harness"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    stops = tmp_path / "harness" / "analysis" / "stops.py"     # compare imports stops: back again is a circle
-    stops.write_text(stops.read_text(encoding="utf-8") + "\nfrom . import compare  # noqa\n", encoding="utf-8")
+    stops = tmp_path / "harness" / "analysis" / "sweep" / "stops.py"   # compare imports sweep.stops: back again is a circle
+    stops.write_text(stops.read_text(encoding="utf-8") + "\nfrom .. import compare  # noqa\n", encoding="utf-8")
     proc = _lint(tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "no import circle between sibling modules anywhere in imprint_core or harness BROKEN" in proc.stdout

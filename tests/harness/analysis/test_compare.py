@@ -11,8 +11,8 @@ import pytest
 
 from harness.analysis.compare import SHIPPED, RuleChoice, TokenReplay, compare, markdown, token_replay
 from harness.analysis.stats import rate
-from harness.analysis.sweep import Corpus, load_corpora
-from harness.analysis.tune import Split
+from harness.analysis.sweep.progress import Corpus, load_corpora
+from harness.analysis.tune.search import Split
 from harness.cli import main
 from imprint_core.errors import UserInputError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.frames import load_frames
+from harness.analysis.frames.load import load_frames
 from imprint_core.errors import UserInputError
 from imprint_core.trace import read_trace
 

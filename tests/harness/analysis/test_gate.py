@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.analysis.gateconfig import load_config, parse_config
+from harness.analysis.gate.config import load_config, parse_config
 from imprint_core.errors import UserInputError
 from imprint_core.settings import SPECS
 
@@ -328,8 +328,8 @@ def test_a_baseline_pinned_on_other_labels_says_to_re_measure(setup, capsys) -> 
 
 
 def test_token_overruns_are_judged_on_the_shipped_counting_mode_and_listed_for_baselines(tmp_path, capsys) -> None:
-    from harness.analysis.gate import divergence
-    from harness.analysis.frames import Frames
+    from harness.analysis.gate.conditions import divergence
+    from harness.analysis.frames.load import Frames
     import pandas as pd
     rows = [{"run": "a", "provider": "remote:x", "role": "coordinator", "id": 1, "round": 1, "reserved": 100.0,
              "charged": 130.0, "counting_mode": "auto"},
@@ -337,7 +337,7 @@ def test_token_overruns_are_judged_on_the_shipped_counting_mode_and_listed_for_b
              "charged": 150.0, "counting_mode": "byte"},
             {"run": "c", "provider": "stub", "role": "coordinator", "id": 1, "round": 1, "reserved": 100.0,
              "charged": 500.0, "counting_mode": "auto"}]
-    from harness.analysis.framecolumns import REQUEST_COLUMNS, RUN_COLUMNS
+    from harness.analysis.frames.columns import REQUEST_COLUMNS, RUN_COLUMNS
     frames = Frames(requests=pd.DataFrame(rows, columns=REQUEST_COLUMNS), tool_calls=pd.DataFrame(),
                     rounds=pd.DataFrame(), runs=pd.DataFrame(columns=RUN_COLUMNS), files=[], warnings=[])
     cfg = parse_config("[divergence]\nexclude = ['stub']\n", "g.toml")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from harness.analysis.progresscache import decode, encode
+from harness.analysis.sweep.cache import decode, encode
 
 _ROUND = st.tuples(st.sampled_from(["read", "write", "ask", "error"]), st.booleans())
 
@@ -26,7 +26,7 @@ def test_a_decoded_round_is_one_of_eight_shared_pairs():
 def test_equal_replies_decode_to_one_shared_tuple(monkeypatch):
     # configs and runs repeat replies: one tuple a pattern, however often it is read; past the table's
     # bound the sharing stops, the values stay right
-    from harness.analysis import progresscache
+    from harness.analysis.sweep import cache as progresscache
     first, again = decode(["rRw", "Rr"]), decode(["Rr", "rRw"])
     assert first[0] is again[1] and first[1] is again[0]
     monkeypatch.setattr(progresscache, "_REPLIES", {})
@@ -37,7 +37,7 @@ def test_equal_replies_decode_to_one_shared_tuple(monkeypatch):
 
 
 def test_the_memory_cache_keeps_the_last_entries_up_to_its_bound(monkeypatch, tmp_path):
-    from harness.analysis import progresscache
+    from harness.analysis.sweep import cache as progresscache
     monkeypatch.setattr(progresscache, "MEMORY", progresscache.OrderedDict())
     monkeypatch.setattr(progresscache, "MEMORY_MAX", 2)
     cache = progresscache.ProgressCache(None)

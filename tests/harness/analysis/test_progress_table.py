@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.analysis.sweep import ProgressTable
+from harness.analysis.sweep.progress import ProgressTable
 
 KINDS = ("read", "write", "ask", "error")
 ROUND = st.tuples(st.sampled_from(KINDS), st.booleans())
@@ -84,7 +84,7 @@ def test_an_out_of_range_config_is_missing() -> None:
 @given(PROGRESS)
 def test_progress_put_encoded_reads_back_as_put(prog) -> None:
     """Workers' encoded progress goes in as it came, and reads back as the decoded put."""
-    from harness.analysis.progresscache import encode
+    from harness.analysis.sweep.cache import encode
     table = ProgressTable([_run(prog)], 2)
     table.put(0, 0, prog)
     table.put_encoded(1, 0, encode(prog))

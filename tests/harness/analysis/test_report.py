@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.analysis.frames import load_frames
-from harness.analysis.report import write_report
-from harness.analysis.reportinputs import policy_pairs, select_runs
-from harness.analysis.reporttables import estimate_stats
+from harness.analysis.frames.load import load_frames
+from harness.analysis.report.page import write_report
+from harness.analysis.report.inputs import policy_pairs, select_runs
+from harness.analysis.report.tables import estimate_stats
 
 from reportdata import fact, handmade_trace, round_log, scenario_traces
 

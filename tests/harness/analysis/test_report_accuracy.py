@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import reportplots, reporttables, reporttimelines
-from harness.analysis.frames import load_frames
+from harness.analysis.report import plots as reportplots
+from harness.analysis.report import tables as reporttables
+from harness.analysis.report import timelines as reporttimelines
+from harness.analysis.frames.load import load_frames
 from harness.cli import main
 
 from reportdata import fact, gate_toml, handmade_trace, round_log

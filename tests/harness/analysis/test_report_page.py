@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from harness.analysis.compare import DEFAULT_RULES, dodge
-from harness.analysis.frames import load_frames
-from harness.analysis.reportinputs import policy_pairs
-from harness.analysis.reportsections import _link_to
-from harness.analysis.reporttables import runs_table
-from harness.analysis.token_overruns import token_overrun_row
+from harness.analysis.frames.load import load_frames
+from harness.analysis.report.inputs import policy_pairs
+from harness.analysis.report.sections import _link_to
+from harness.analysis.report.tables import runs_table
+from harness.analysis.gate.overruns import token_overrun_row
 from harness.cli import main
 
 from reportdata import RAIN, fact, gate_toml, round_log, run_inline

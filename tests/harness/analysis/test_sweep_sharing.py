@@ -1,4 +1,4 @@
-"""Work shared across configs (`novelty.shared_work`, `sweepwork.shared_progress`):
+"""Work shared across configs (`novelty.shared_work`, `sweep.work.shared_progress`):
 the same progress for every (run, config) as judging each config alone, the
 pure steps remembered give what they compute, and the memory stays bounded."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harness.analysis.progresscache import ProgressCache, clear_memory_cache
-from harness.analysis.sweep import Corpus, _balanced, compute_progress, load_corpora, plan
-from harness.analysis.sweepwork import progress_of, shared_progress
+from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache
+from harness.analysis.sweep.progress import Corpus, _balanced, compute_progress, load_corpora, plan
+from harness.analysis.sweep.work import progress_of, shared_progress
 from harness.realruns import noveltyconfigs
 from imprint_core.novelty import _memo, fingerprints as fp, normalization as nz, segmentation as sg, shared_work
 

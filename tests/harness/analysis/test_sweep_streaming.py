@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import sweep
-from harness.analysis.progresscache import ProgressCache, clear_memory_cache
-from harness.analysis.sweep import Corpus, compute_progress, load_corpora
+from harness.analysis.sweep import progress as sweep
+from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache
+from harness.analysis.sweep.progress import Corpus, compute_progress, load_corpora
 from harness.realruns import noveltyconfigs
 from imprint_core.errors import UserInputError
 
@@ -68,7 +68,7 @@ def test_a_run_changed_since_loading_is_an_error(monkeypatch, tmp_path: Path) ->
 def test_a_work_item_reads_its_unheld_runs_itself(monkeypatch) -> None:
     """An item given references judges exactly what it would judge given the
     replies; a mix of both keeps each run in its place."""
-    from harness.analysis.sweepwork import Unheld, compute_chunk, run_inline
+    from harness.analysis.sweep.work import Unheld, compute_chunk, run_inline
     held, _ = load_corpora(_corpora()[:1])
     clear_memory_cache()
     monkeypatch.setattr(sweep, "HOLD_CHARS", 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from imprint_core import TokenLedger, Usage
-from harness.analysis.token_overruns import token_overrun_details, token_overrun_row, token_overruns
+from harness.analysis.gate.overruns import token_overrun_details, token_overrun_row, token_overruns
 
 
 class Ids:
@@ -53,8 +53,8 @@ def test_the_report_names_every_overrun_of_a_recorded_session(tmp_path):
     reservation unnoticed (a negative refund): the report's section names it."""
     from pathlib import Path
 
-    from harness.analysis.frames import load_frames
-    from harness.analysis.reportsections import build_sections
+    from harness.analysis.frames.load import load_frames
+    from harness.analysis.report.sections import build_sections
     root = Path(__file__).resolve().parents[3] / "traces" / "cassettes" / "llamacpp"
     frames = load_frames([root / "51-remote-llamacpp-research-nostream.trace.jsonl",
                           root / "50-remote-llamacpp-research-stream.trace.jsonl"])

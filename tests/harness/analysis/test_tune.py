@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from harness.analysis import sweepwork as sweep_mod
-from harness.analysis.progresscache import ProgressCache, clear_memory_cache
-from harness.analysis.sweep import Corpus, TuneRun, load_corpora, stop_rounds
-from harness.analysis.ceiling import loop_ceiling, oracle_progress
-from harness.analysis.tune import Rule, Scores, Split, pareto_front, tune
-from harness.analysis.tunesettings import Setting
+from harness.analysis.sweep import work as sweep_mod
+from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache
+from harness.analysis.sweep.progress import Corpus, TuneRun, load_corpora, stop_rounds
+from harness.analysis.tune.ceiling import loop_ceiling, oracle_progress
+from harness.analysis.tune.search import Rule, Scores, Split, pareto_front, tune
+from harness.analysis.tune.settings import Setting
 from harness.cli import main
 from imprint_core.novelty import config as noveltyconfigs
 from harness.realruns.labels import RunLabel, judge, load_labels, parse_labels

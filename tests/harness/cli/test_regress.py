@@ -199,8 +199,8 @@ def test_list_highlights_a_changed_verdict(repo: Path, capsys) -> None:
 
 
 def test_tune_takes_the_regressions_as_a_corpus_always_tuned_on(repo: Path, monkeypatch, capsys) -> None:
-    from harness.analysis.sweep import load_corpora
-    from harness.analysis.tune import Split, tune
+    from harness.analysis.sweep.progress import load_corpora
+    from harness.analysis.tune.search import Split, tune
     from harness.cli import corpora as tune_cli
     from harness.realruns.noveltyconfigs import SHIPPED
     labels = repo / "scenarios" / "labels" / "regressions.yaml"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.frames import load_frames
+from harness.analysis.frames.load import load_frames
 from harness.cli import main
 from harness.cli.ruleargs import rules_of
 from harness.scenarios import load_scenario
@@ -137,7 +137,7 @@ def test_the_gate_s_rule_params_and_novelty_table_are_type_checked(tmp_path):
     for bad in (2.5, math.nan, math.inf):
         with pytest.raises(UserInputError):
             load_frames([log], rule="gemini-cli", rule_params={"threshold": bad})
-    from harness.analysis.gateconfig import parse_config
+    from harness.analysis.gate.config import parse_config
     with pytest.raises(UserInputError) as info:
         parse_config("[premature_stops]\nnovelty = { min_new_shingles = 2.5 }\n", "gate.toml")
     assert info.value.file == "gate.toml" and "min_new_shingles" in info.value.key
@@ -210,7 +210,7 @@ def test_a_rule_that_edits_the_arguments_changes_no_other_rule_s_result(tmp_path
 
 
 def test_a_bad_rule_or_parameter_in_gate_toml_names_the_file_and_line():
-    from harness.analysis.gateconfig import parse_config
+    from harness.analysis.gate.config import parse_config
     text = '[premature_stops]\nrule = "gemini-cli"\n\n[premature_stops.rule_params]\nthreshold = nan\n'
     with pytest.raises(UserInputError) as info:
         parse_config(text, "gate.toml")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.sweep import Corpus, compute_progress, load_corpora, stop_rounds
-from harness.analysis.tunesettings import Setting
+from harness.analysis.sweep.progress import Corpus, compute_progress, load_corpora, stop_rounds
+from harness.analysis.tune.settings import Setting
 from harness.realruns.noveltyconfigs import SHIPPED
 from harness.cli import build_parser, main
 from harness.cli.corpora import DEFAULT_CORPORA

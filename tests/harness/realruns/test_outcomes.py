@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.sweep import Corpus, load_corpora
+from harness.analysis.sweep.progress import Corpus, load_corpora
 from harness.realruns.outcomes import OutcomeError, outcome_label, outcome_of
 from harness.realruns.roundlogs import read_round_log
 from harness.realruns.runfiles import load_runs

@@ -3,7 +3,7 @@
 first stop in every run (`rule_stops`; the record's rule through the tuner's
 cached per-round progress, any other rule replayed directly).
 
-Both `compare.py` and `tune.py` import these from here, so neither imports
+Both `compare.py` and `tune/search.py` import these from here, so neither imports
 the other.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from imprint_core.stoprules import build, resolve
 from imprint_core.stoprules.builtin import AnyRule
 from imprint_core.stoprules.guard import RuleFailed
 
-from ..realruns.roundlogs import round_view
-from .progresscache import ProgressCache
-from .sweep import TuneRun, compute_progress, stop_rounds
+from ...realruns.roundlogs import round_view
+from .cache import ProgressCache
+from .progress import TuneRun, compute_progress, stop_rounds
 
 PARTS = ("dev", "held-out")
 

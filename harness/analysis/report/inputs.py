@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from .frames import Frames
+from ..frames.load import Frames
 
 STOP_ORDER = ["answered", "no_progress", "token_budget", "time_budget", "context_full", "cancelled"]
 
@@ -50,7 +50,7 @@ def policy_pairs(frames: Frames) -> list[tuple[dict, dict, str]]:
     scenario under both policies, by name (`scenario_key`), on the same
     question and token budget. Only scenarios run under both are paired: a
     run under one policy alone is never set beside another scenario's."""
-    from .reporttables import trace_runs
+    from .tables import trace_runs
     runs = trace_runs(frames)
     runs = runs[runs["policy"].notna()]
     pairs = []
@@ -70,7 +70,7 @@ def policy_pairs(frames: Frames) -> list[tuple[dict, dict, str]]:
 def unpaired(frames: Frames) -> list[str]:
     """The scenarios run under one policy only that name a policy (a
     `reserve` twin whose other half is not among the inputs)."""
-    from .reporttables import trace_runs
+    from .tables import trace_runs
     runs = trace_runs(frames)
     runs = runs[runs["policy"].notna()]
     paired = {(a["provider"], a["name"]) for a, b, _ in policy_pairs(frames)} | \

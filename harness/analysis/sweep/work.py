@@ -1,7 +1,7 @@
 """The work of a sweep: a chunk of runs judged under some configs, inline,
 on a local process pool or on a Dask cluster (`harness.analysis.sweep` plans
 the items and keeps the results). A result is each run's progress under each
-config, encoded (`progresscache.encode`), so that it crosses processes small.
+config, encoded (`cache.encode`), so that it crosses processes small.
 
 A run the sweep does not hold in memory travels as an `Unheld` reference
 (its file and digest), and whoever judges it reads it: the workers read in
@@ -24,9 +24,9 @@ from imprint_core.novelty import NoveltyConfig, NoveltyTracker, shared_work
 from imprint_core.rounds import classify_round
 from imprint_core.stoprules.builtin import judged_calls
 
-from ..realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress, round_view
-from ..realruns.runfiles import read_file
-from .progresscache import Progress, encode
+from ...realruns.roundlogs import Round, RoundCall, RoundLog, replies, round_progress, round_view
+from ...realruns.runfiles import read_file
+from .cache import Progress, encode
 
 
 # ---- runs read again -----------------------------------------------------------------------------------------

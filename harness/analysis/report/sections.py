@@ -14,13 +14,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from .frames import Frames
-from .reportinputs import failing_runs, select_runs, spread
-from .reportplots import plot_estimates, plot_overshoot, plot_policies, plot_stops, provider_colors
-from .reporttables import (accuracy_table, counting_mode_stats, estimate_stats, overshoot_table, runs_table,
+from ..frames.load import Frames
+from .inputs import failing_runs, select_runs, spread
+from .plots import plot_estimates, plot_overshoot, plot_policies, plot_stops, provider_colors
+from .tables import (accuracy_table, counting_mode_stats, estimate_stats, overshoot_table, runs_table,
                            stop_table)
-from .reporttimelines import plot_budget, plot_novelty
-from .token_overruns import token_overruns
+from .timelines import plot_budget, plot_novelty
+from ..gate.overruns import token_overruns
 
 
 @dataclass
@@ -198,7 +198,7 @@ def compare_section(data: dict, image: str | None, source: str) -> Section:
     per rule pooled over every corpus first, then each corpus, on the
     held-out part (every run where nothing is held out). `source` says where
     the figures came from and when."""
-    from .stats import rate
+    from ..stats import rate
     cells = data["cells"]
 
     def share(c: dict, key: str) -> str:

@@ -1,7 +1,7 @@
 """The report's PNG plots that compare providers and policies (matplotlib,
 imported lazily, Agg backend): estimates against measurements, reserve
 against prefix-refund, stop reasons and final modes, deadline overshoot;
-and the helpers every plot of the report uses (`reporttimelines` draws the
+and the helpers every plot of the report uses (`timelines` draws the
 per-round panels with them).
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..ratios import ratio_stats
-from .frames import Frames
-from .reportinputs import STOP_ORDER, policy_pairs, unpaired
-from .reporttables import secs, trace_runs
+from ...ratios import ratio_stats
+from ..frames.load import Frames
+from .inputs import STOP_ORDER, policy_pairs, unpaired
+from .tables import secs, trace_runs
 
 MODE_COLORS = {"answered": "#4c9f70", "synthesized": "#4a78b5", "fallback": "#e0a030", "cancelled": "#9a9a9a"}
 DPI = 110

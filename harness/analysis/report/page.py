@@ -8,9 +8,9 @@ novelty and patience evolve up to the stop; how runs stop and end; how far
 they overshoot the deadline.
 
 This module is the page (templates/report.html around the sections, and
-its Markdown twin); `reportsections` says what each section shows,
-`reportinputs` which runs, `reporttables` and `reportplots` /
-`reporttimelines` its tables and plots.
+its Markdown twin); `sections` says what each section shows,
+`inputs` which runs, `tables` and `plots` /
+`timelines` its tables and plots.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ import pandas as pd
 
 from imprint_core.errors import UserInputError
 
-from .frames import Frames
-from .reportsections import Section, build_sections
+from ..frames.load import Frames
+from .sections import Section, build_sections
 
 PLOT_NAMES = ("accuracy-timelines.png", "compare.png", "estimates-scatter.png", "estimates-ratio.png", "policy-compare.png", "budget-per-round.png",
               "novelty-timeline.png", "stops.png", "overshoot.png")
@@ -138,8 +138,8 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
     """`judged`: the labelled runs as the gate judged them (`gate.judged_runs`),
     for the accuracy section; `rule`: the stop rule they were replayed with, in words;
     `comparison`: a compare.json, or a callable computing the comparison
-    (`reportsections.build_sections`); `gate`: the gate's verdict on these
-    inputs (`reportsections.GateVerdict`), the page's opening;
+    (`sections.build_sections`); `gate`: the gate's verdict on these
+    inputs (`sections.GateVerdict`), the page's opening;
     `notes`: lines for the top of the page.
 
     The report is written whole in a staging folder beside `out`, then
@@ -162,7 +162,7 @@ def write_report(frames: Frames, out: str | Path, *, title: str = "Imprint resea
         raise UserInputError.from_os_error(exc, doing="write the report", key="--out",
                                            expected="a folder that can be written") from None
     try:
-        from .reportsections import git_ignored
+        from .sections import git_ignored
         committed = git_ignored(out) is False          # a folder git tracks: links only to what every checkout has
         sections = build_sections(frames, stage, select=select, max_runs=max_runs, judged=judged, rule=rule,
                                   comparison=comparison, gate=gate, committed=committed)

@@ -45,13 +45,13 @@ import numpy as np
 
 from imprint_core.novelty import NoveltyConfig
 
-from ..realruns.labels import LOOP_SLACK, Tally, judge
-from ..realruns.noveltyconfigs import config_key
+from ...realruns.labels import LOOP_SLACK, Tally, judge
+from ...realruns.noveltyconfigs import config_key
 from .ceiling import loop_ceiling
-from .progresscache import ProgressCache
-from .stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (PARTS, Split: tune's names too)
-from .sweep import ComputeStats, TuneRun, compute_progress, stop_rounds
-from .tunesettings import RuleSetting, Setting, settings_for
+from ..sweep.cache import ProgressCache
+from ..sweep.stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (PARTS, Split: tune's names too)
+from ..sweep.progress import ComputeStats, TuneRun, compute_progress, stop_rounds
+from .settings import RuleSetting, Setting, settings_for
 
 MIN_CORPUS_RUNS = 5
 """A corpus with fewer runs in the part a choice is made on decides little: the tuner warns."""

@@ -28,9 +28,9 @@ import numpy as np
 
 from imprint_core.files import atomic_write_text
 
-from ..realruns.noveltyconfigs import as_dict
+from ...realruns.noveltyconfigs import as_dict
 from .ceiling import CEILINGS
-from .tune import PARTS, Figures, Tuning
+from .search import PARTS, Figures, Tuning
 
 
 def _pct(v: float | None) -> str:

@@ -26,10 +26,10 @@ from imprint_core.errors import UserInputError, digits_exceeded, long_number_lin
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 from imprint_core.settings import SPECS
 
-from ..realruns.labels import LOOP_SLACK, read_user_file
-from ..realruns.noveltyconfigs import make_config
-from ..realruns.regressionstore import CORPUS as REGRESSIONS
-from ..realruns.roundlogs import PATIENCE, USER_TURNS
+from ...realruns.labels import LOOP_SLACK, read_user_file
+from ...realruns.noveltyconfigs import make_config
+from ...realruns.regressionstore import CORPUS as REGRESSIONS
+from ...realruns.roundlogs import PATIENCE, USER_TURNS
 
 EXACT_DEFAULTS = {"median_min": 0.98, "median_max": 1.02, "p95_max": 1.02, "max_undercount_share": 0.0}
 """`[divergence.exact]`: what an exact counting mode (a tokenizer) is held to."""

@@ -6,7 +6,7 @@ kind and whether it made progress (`realruns.roundlogs.round_progress`). That
 list depends on the novelty config (every `NoveltyConfig` field) and on the
 run, never on patience, so it is computed once per (run, config) and kept:
 
-- in memory, per process (`progresscache.MEMORY`), so a second sweep in the same process
+- in memory, per process (`cache.MEMORY`), so a second sweep in the same process
   with other patience values or rules costs nothing;
 - on disk, optionally, under the user cache dir (`default_cache_dir()`), one
   small file per (run content, config, code version): the run's key is a
@@ -31,7 +31,7 @@ counter: `stop_rounds` finds the stop of every patience in one pass.
 
 Memory: a corpus is read a file at a time, and the runs past `HOLD_CHARS`
 of result text keep only what the verdicts need (label, round numbers,
-digest); a work item carries them as references (`sweepwork.Unheld`), the
+digest); a work item carries them as references (`work.Unheld`), the
 worker that judges one reads its replies again and lets them go after, and
 no item holds more than a share of `HOLD_CHARS` (benchmarks/bench_scale.py).
 """
@@ -49,14 +49,14 @@ import numpy as np
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NoveltyConfig
 
-from ..realruns.labels import Labels, RunLabel, corpus_name, load_labels
-from ..realruns.noveltyconfigs import config_key
-from ..realruns.outcomes import UNKNOWN, Outcome, OutcomeError, outcome_of
-from ..realruns.regressionstore import CORPUS as REGRESSIONS
-from ..realruns.roundlogs import RoundLog, replies
-from ..realruns.runfiles import RunFile, find_inputs, read_file
-from .progresscache import Progress, ProgressCache, decode, encode
-from .sweepwork import Item, RunSource, Unheld, digest_of, read_again, runner_for, slim
+from ...realruns.labels import Labels, RunLabel, corpus_name, load_labels
+from ...realruns.noveltyconfigs import config_key
+from ...realruns.outcomes import UNKNOWN, Outcome, OutcomeError, outcome_of
+from ...realruns.regressionstore import CORPUS as REGRESSIONS
+from ...realruns.roundlogs import RoundLog, replies
+from ...realruns.runfiles import RunFile, find_inputs, read_file
+from .cache import Progress, ProgressCache, decode, encode
+from .work import Item, RunSource, Unheld, digest_of, read_again, runner_for, slim
 
 
 # ---- corpora and their labelled runs ------------------------------------------------------------------
@@ -291,7 +291,7 @@ def _balanced(idx: list[int], weights: Sequence[int], n: int) -> list[list[int]]
 
 class ProgressTable(Mapping[tuple[int, int], Progress]):
     """Progress of every (config, run), one byte a round: a configs × rounds
-    array of the rounds' letters (`progresscache.encode`), the runs' rounds
+    array of the rounds' letters (`cache.encode`), the runs' rounds
     one after another, replies cut where `TuneRun.numbers` cuts them. A
     dict of decoded lists held 1.6 million objects at 100,000 runs × 16
     configs (a synthetic dict of that shape measured 324 MiB under
@@ -312,7 +312,7 @@ class ProgressTable(Mapping[tuple[int, int], Progress]):
         self.put_encoded(ci, ri, encode(progress))
 
     def put_encoded(self, ci: int, ri: int, encoded: Sequence[str]) -> None:
-        """`put` of progress as workers send it (`progresscache.encode`),
+        """`put` of progress as workers send it (`cache.encode`),
         without decoding it only to encode it again."""
         text = "".join(encoded).encode("ascii")
         a, b = self._start[ri], self._start[ri + 1]

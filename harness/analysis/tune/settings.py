@@ -12,8 +12,8 @@ from typing import Any, Sequence
 from imprint_core.novelty import NoveltyConfig
 from imprint_core.stoprules import RuleChoice, choose
 
-from ..realruns.noveltyconfigs import SHIPPED, as_dict, changed, config_key, describe
-from ..realruns.roundlogs import PATIENCE
+from ...realruns.noveltyconfigs import SHIPPED, as_dict, changed, config_key, describe
+from ...realruns.roundlogs import PATIENCE
 
 SHIPPED_PATIENCE = PATIENCE.default
 

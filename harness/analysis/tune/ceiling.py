@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from ..realruns.labels import LOOP_SLACK, Tally, judge
-from .progresscache import Progress
-from .sweep import TuneRun, stop_rounds
+from ...realruns.labels import LOOP_SLACK, Tally, judge
+from ..sweep.cache import Progress
+from ..sweep.progress import TuneRun, stop_rounds
 
 
 CEILINGS = {

@@ -1,4 +1,4 @@
-"""The report's tables: one DataFrame per question, as `reportsections`
+"""The report's tables: one DataFrame per question, as `sections`
 puts them under its figures.
 """
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pandas as pd
 
 from imprint_core.counting import COUNTED_MODES
 
-from ..ratios import ratio_stats
-from .frames import Frames
+from ...ratios import ratio_stats
+from ..frames.load import Frames
 
 
 # ---- our runs, each once ------------------------------------------------------------------------
@@ -33,7 +33,7 @@ def trace_runs(frames: Frames) -> pd.DataFrame:
 def accuracy_table(judged: Sequence[Any]) -> pd.DataFrame:
     """Per corpus (labels file): premature stops on useful runs and labelled
     loops caught, from the gate's judged runs."""
-    from ..realruns.labels import Tally
+    from ...realruns.labels import Tally
     tallies: dict[str, Tally] = {}
     failing: dict[str, int] = {}
     for jr in judged:

@@ -12,7 +12,7 @@ from imprint_core.events import (Answer, BudgetExhausted, FinalSettled, RequestS
                                  Stopped, ToolCallStarted, ToolResultRecorded, call_verdicts)
 from imprint_core.trace import E, Trace, read_trace
 
-from .framecolumns import num
+from .columns import num
 
 
 def _provider(header: dict, start: RunStart | None) -> tuple[str, str]:

@@ -50,16 +50,16 @@ def default_cache_dir() -> Path:
 def code_version() -> str:
     """A hash of the sources that decide a round's progress: the novelty
     package (its compiled path's .pyx too), round classification, the stop
-    rules, the round logs' reading and the sweep's own judging (sweepwork)."""
+    rules, the round logs' reading and the sweep's own judging (sweep/work.py)."""
     import imprint_core.novelty as novelty
     import imprint_core.rounds as core_rounds
     import imprint_core.stoprules as stoprules
-    from ..realruns import roundlogs as realrounds
+    from ...realruns import roundlogs as realrounds
     files: list[Path] = []
     for mod in (novelty, core_rounds, stoprules, realrounds):
         f = Path(mod.__file__)
         files += sorted([*f.parent.rglob("*.py"), *f.parent.rglob("*.pyx")]) if f.name == "__init__.py" else [f]
-    files.append(Path(__file__).with_name("sweepwork.py"))   # its source, not the module: sweepwork imports this one
+    files.append(Path(__file__).with_name("work.py"))   # its source, not the module: sweep.work imports this one
     h = hashlib.blake2b(digest_size=12)
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from .compare import Comparison, RuleChoice, compare, plot
-from .sweep import Corpus, load_corpora
+from ..compare import Comparison, RuleChoice, compare, plot
+from ..sweep.progress import Corpus, load_corpora
 
 
 def corpora_of(judged: Sequence[Any], paths: Sequence[str | Path]) -> list[Corpus]:
@@ -35,8 +35,8 @@ def comparison_of(judged: Sequence[Any], paths: Sequence[str | Path], out: Path,
     record their outcome count too, as in `imprint compare`), as its
     compare.json holds them, and its plot written to `out`/compare.png
     (None: no run to compare)."""
-    from .progresscache import ProgressCache, default_cache_dir
-    from .tune import Split
+    from ..sweep.cache import ProgressCache, default_cache_dir
+    from ..sweep.stops import Split
     corpora = corpora_of(judged, paths)
     if not corpora:
         return {}, None

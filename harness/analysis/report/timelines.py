@@ -9,8 +9,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from . import reportplots as plots
-from .frames import Frames
+from . import plots
+from ..frames.load import Frames
 
 
 # ---- budget consumption per round -----------------------------------------------------------------

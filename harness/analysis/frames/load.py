@@ -21,8 +21,8 @@ user turn (`labels.user_turn_before_round`) starting a new reply, as it does
 in the loop: a user message is a new reply with its own budgets and
 patience.
 
-The rows come from `traceframes` (a trace) and `roundlogframes` (a round
-log, replayed); the columns are `framecolumns`'.
+The rows come from `traces` (a trace) and `roundlogs` (a round
+log, replayed); the columns are `columns`'.
 """
 from __future__ import annotations
 
@@ -36,11 +36,11 @@ import pandas as pd
 from imprint_core.errors import UserInputError
 from imprint_core.novelty import NORMALIZATIONS, NoveltyConfig
 
-from ..realruns.roundlogs import PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log
-from ..realruns.runfiles import find_inputs, read_raw
-from .framecolumns import NUMERIC_COLUMNS, REQUEST_COLUMNS, ROUND_COLUMNS, RUN_COLUMNS, TOOL_COLUMNS
-from .roundlogframes import roundlog_rows
-from .traceframes import trace_rows
+from ...realruns.roundlogs import PATIENCE, USER_TURNS, RoundLog, RuleFactory, read_round_log
+from ...realruns.runfiles import find_inputs, read_raw
+from .columns import NUMERIC_COLUMNS, REQUEST_COLUMNS, ROUND_COLUMNS, RUN_COLUMNS, TOOL_COLUMNS
+from .roundlogs import roundlog_rows
+from .traces import trace_rows
 
 
 @dataclass

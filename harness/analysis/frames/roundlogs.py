@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..realruns.roundlogs import RoundLog, RuleFactory, replay_rule
-from .framecolumns import num
+from ...realruns.roundlogs import RoundLog, RuleFactory, replay_rule
+from .columns import num
 
 
 def roundlog_rows(log: RoundLog, rid: str, acc: dict[str, list[dict]], *, factory: RuleFactory, rule: str,

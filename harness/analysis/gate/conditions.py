@@ -16,7 +16,7 @@
    largest overrun.
 
 Thresholds live in a TOML file (default `reports/gate.toml`), read and
-checked by `gateconfig`. Exit 0 when every condition holds, 1 when one
+checked by `gate.config`. Exit 0 when every condition holds, 1 when one
 fails, 2 on unusable input.
 """
 from __future__ import annotations
@@ -30,12 +30,12 @@ import pandas as pd
 
 from imprint_core.errors import UserInputError
 
-from .stats import rate
-from ..ratios import ratio_stats
-from ..realruns.labels import LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels
-from ..realruns.noveltyconfigs import describe, make_config
-from .frames import Frames, load_frames
-from .gateconfig import GateConfig
+from ..stats import rate
+from ...ratios import ratio_stats
+from ...realruns.labels import LOOP_SLACK, Judgement, Labels, RunLabel, Tally, corpus_name, judge, load_labels
+from ...realruns.noveltyconfigs import describe, make_config
+from ..frames.load import Frames, load_frames
+from .config import GateConfig
 
 
 # ---- the conditions ----------------------------------------------------------------------------------
@@ -297,7 +297,7 @@ def _overruns(c: Condition, frames: Frames, cfg: GateConfig, default_mode: str) 
     """Research requests charged past their reservation (research-loop.md:
     every overrun is shown and judged): judged on the runs whose budget used
     the shipped counting mode, listed for the baselines, as estimates are."""
-    from .token_overruns import token_overrun_details, token_overrun_row, token_overruns
+    from .overruns import token_overrun_details, token_overrun_row, token_overruns
     reqs = frames.requests
     if reqs.empty:
         return

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..realruns.labels import Labels, RunLabel, Verdict
-from ..realruns.noveltyconfigs import changed, describe
-from ..realruns.regressionstore import key_of, stored_runs
-from ..realruns.roundlogs import RoundLog
-from .frames import replay_frames
-from .gate import JudgedRun, judged_runs, novelty_config
-from .gateconfig import GateConfig
+from ...realruns.labels import Labels, RunLabel, Verdict
+from ...realruns.noveltyconfigs import changed, describe
+from ...realruns.regressionstore import key_of, stored_runs
+from ...realruns.roundlogs import RoundLog
+from ..frames.load import replay_frames
+from .conditions import JudgedRun, judged_runs, novelty_config
+from .config import GateConfig
 
 
 def rule_of(cfg: GateConfig) -> str:
