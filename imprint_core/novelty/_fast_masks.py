@@ -116,6 +116,9 @@ class FastMasks:
         # of normalization.normalize_units either.
         self.vetted = all(m.finder is not PLAIN_SUB for m in self.masks)
         self.compiled_steps = _compiled_steps(self.masks)
+        if self.compiled_steps is not None:   # per mask: what the extension's apply_table needs
+            exact = self.compiled_steps[2]
+            self._table = [(p, r, k, e, x) for (p, r, _, k, e), x in zip(self._steps, exact)]
 
     def plain(self, text: str) -> str:
         for m in self.masks:
@@ -126,7 +129,9 @@ class FastMasks:
         """apply, with each finder's compiled twin: no shapes to keep. The
         extension walks the table to the next mask that could match (one call
         where most texts match none)."""
-        finders, back = self.compiled_steps
+        finders, back, _ = self.compiled_steps
+        if hasattr(ext, "apply_table"):
+            return ext.apply_table(finders, self._table, text, back)
         steps = self._steps
         i = 0
         while True:
@@ -172,9 +177,10 @@ class FastMasks:
         return shape.text
 
 
-def _compiled_steps(masks: Sequence) -> tuple[list[int], int] | None:
-    """Each mask's compiled finder, and find_ago's look-back; None unless
-    every mask has a compiled finder (or the extension is not built)."""
+def _compiled_steps(masks: Sequence) -> tuple[list[int], int, list[int]] | None:
+    """Each mask's compiled finder, find_ago's look-back, and each mask's C
+    matcher (0: `re` decides); None unless every mask has a compiled finder
+    (or the extension is not built)."""
     if accel.built is None:
         return None
     ids = accel.built.FINDERS
@@ -182,4 +188,6 @@ def _compiled_steps(masks: Sequence) -> tuple[list[int], int] | None:
     if not all(m.finder in by_finder for m in masks):
         return None
     back = max(len(w) + 1 for w in finders.AGO_WORDS)   # find_ago: the longest quantity word and its space
-    return [by_finder[m.finder] for m in masks], back
+    exact = getattr(accel.built, "EXACT", {})
+    names = {fn: name for name, fn in vars(finders).items() if name in ids}
+    return [by_finder[m.finder] for m in masks], back, [exact.get(names[m.finder], 0) for m in masks]

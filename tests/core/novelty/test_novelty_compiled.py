@@ -146,6 +146,39 @@ def test_every_compiled_finder_finds_every_match_of_its_pattern(text):
         assert set(starts) <= found, (mask.pattern.pattern, t, sorted(set(starts) - found))
 
 
+def _exact_masks():
+    """The default profile's masks that the extension decides in C (its EXACT matchers), by finder name."""
+    return {m.finder.__name__: m for m in nz.masks_of("default") if m.finder.__name__ in accel.built.EXACT}
+
+
+def _same_match_everywhere(t: str, exact: dict) -> None:
+    for name, mask in exact.items():
+        for p in range(len(t) + 1):
+            m = mask.pattern.match(t, p)
+            want = None if m is None else (m.end(), m.end(mask.kept_groups) if mask.kept_groups else -1)
+            assert accel.built.match_at(name, t, p) == want, (mask.pattern.pattern, t, p)
+
+
+@needs_compiled
+@pytest.mark.parametrize("shape", range(len(SHAPES)))
+def test_every_c_matcher_ends_where_re_does_on_every_near_miss(shape):
+    """A mask decided in C (_compiled.apply_table) matches where `re` does, at
+    every position, with the same end and kept groups: on every near miss."""
+    exact = _exact_masks()
+    for core in near_misses(SHAPES[shape]):
+        for text in (core, f"x {core} y", f"{core}\n{core}", f"é{core}_"):
+            _same_match_everywhere(text.casefold(), exact)
+
+
+@needs_compiled
+@hsettings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text_st)
+def test_every_c_matcher_ends_where_re_does(text):
+    """... and on drawn text (non-ASCII digits included: the matchers read
+    digits, word characters and spaces as `re` does)."""
+    _same_match_everywhere(text.casefold(), _exact_masks())
+
+
 def test_a_long_paragraph_is_cut_alike():
     units = [" ".join(f"w{i}" for i in range(1_000)), "\n".join(" ".join(f"v{i}" for i in range(j, j + 150))
                                                                 for j in range(0, 600, 150))]
