@@ -1176,3 +1176,274 @@ def apply_table(list finders, list steps, str text, Py_ssize_t back):
             pieces.append(text[last:])
             text = "".join(pieces)
         i += 1
+
+
+# ------------------------------------------------------- a round tallied ---
+# What _bulk_shingle_counts.tally_round counts with a dozen numpy calls and
+# the store's lookup (store.FingerprintStore), in one pass of C: the round's
+# shingles sorted once, each distinct one looked up in the store's tables
+# where it lies, the windows' and results' counts and the new passages taken
+# on the way. tally_round stays the definition (the pure path runs it);
+# tests/core/novelty/test_novelty_compiled.py holds the two to each other.
+
+cdef uint64_t _FIB = 0x9E3779B97F4A7C15ULL
+
+
+cdef struct Tab:
+    const uint64_t* keys      # buckets of 8 slots, flat; 0: empty
+    int shift
+    const uint64_t* over      # sorted: the keys whose bucket was full
+    Py_ssize_t n_over
+
+
+cdef inline bint _tab_has(Tab* t, uint64_t q) noexcept nogil:
+    """store._Table.contains for one key."""
+    cdef const uint64_t* row = t.keys + <Py_ssize_t> ((q * _FIB) >> t.shift) * 8
+    cdef int j
+    cdef Py_ssize_t lo, hi, mid
+    for j in range(8):
+        if row[j] == q:
+            return 1
+    if t.n_over and row[7] != 0:
+        lo, hi = 0, t.n_over
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if t.over[mid] < q:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo < t.n_over and t.over[lo] == q
+    return 0
+
+
+cdef int _tab_open(Tab* t, object keys, object over, int shift) except -1:
+    cdef const uint64_t[:, ::1] k = keys
+    cdef const uint64_t[::1] o = over
+    t.keys = &k[0, 0]
+    t.shift = shift
+    t.n_over = o.shape[0]
+    t.over = &o[0] if t.n_over else NULL
+    return 0
+
+
+cdef struct HI:
+    uint64_t h
+    int64_t i
+
+
+cdef extern from *:
+    """
+    #define IMPRINT_PREFETCH(p) __builtin_prefetch((const void*) (p))
+    """
+    void IMPRINT_PREFETCH(const void* p) nogil
+
+
+cdef inline const uint64_t* _tab_row(Tab* t, uint64_t q) noexcept nogil:
+    return t.keys + <Py_ssize_t> ((q * _FIB) >> t.shift) * 8
+
+
+cdef int _radix_sort(HI* a, HI* tmp, Py_ssize_t m) except -1 nogil:
+    """a sorted by h, stably (so equal h keep their order of i): LSD radix, a byte a pass."""
+    cdef Py_ssize_t count[256]
+    cdef Py_ssize_t i, c, total
+    cdef int shift
+    cdef HI* src = a
+    cdef HI* dst = tmp
+    cdef HI* sw
+    for shift in range(0, 64, 8):
+        memset(count, 0, sizeof(count))
+        for i in range(m):
+            count[(src[i].h >> shift) & 255] += 1
+        if count[(src[0].h >> shift) & 255] == m:      # every key has this byte alike: nothing to move
+            continue
+        total = 0
+        for c in range(256):
+            total, count[c] = total + count[c], total
+        for i in range(m):
+            c = (src[i].h >> shift) & 255
+            dst[count[c]] = src[i]
+            count[c] += 1
+        sw = src
+        src = dst
+        dst = sw
+    if src != a:
+        memcpy(a, src, m * sizeof(HI))
+    return 0
+
+
+cdef int _cmp_hi(const void* a, const void* b) noexcept nogil:
+    cdef const HI* x = <const HI*> a
+    cdef const HI* y = <const HI*> b
+    if x.h != y.h:
+        return (x.h > y.h) - (x.h < y.h)
+    return (x.i > y.i) - (x.i < y.i)
+
+
+def lookup(q, tables):
+    """FingerprintStore.lookup: (in_young, known) of the nonzero keys q.
+    tables: (young keys, young overflow, young shift, old keys, old overflow, old shift, old count)."""
+    cdef const uint64_t[::1] qs = q
+    cdef Py_ssize_t n = qs.shape[0], i
+    cdef Tab young, old
+    _tab_open(&young, tables[0], tables[1], tables[2])
+    _tab_open(&old, tables[3], tables[4], tables[5])
+    cdef bint use_old = tables[6] > 0
+    iy_arr = np.empty(n, np.bool_)
+    kn_arr = np.empty(n, np.bool_)
+    cdef uint8_t[::1] iy = iy_arr.view(np.uint8), kn = kn_arr.view(np.uint8)
+    for i in range(n):
+        iy[i] = _tab_has(&young, qs[i])
+        kn[i] = iy[i] or (use_old and _tab_has(&old, qs[i]))
+    return iy_arr, kn_arr
+
+
+def insert(keys, fill, q):
+    """store._Table.insert's placing (its growing is done before): each key
+    into a free slot of its bucket; the keys whose bucket is full, returned."""
+    cdef uint64_t[:, ::1] k = keys
+    cdef int64_t[::1] f = fill
+    cdef const uint64_t[::1] qs = q
+    cdef Py_ssize_t n = qs.shape[0], i, b, n_full = 0
+    cdef int shift = 64
+    cdef Py_ssize_t nb = k.shape[0]
+    while nb > 1:
+        nb >>= 1
+        shift -= 1
+    full_arr = np.empty(n, np.uint64)
+    cdef uint64_t[::1] full = full_arr
+    for i in range(n):
+        b = <Py_ssize_t> ((qs[i] * _FIB) >> shift)
+        if f[b] < 8:
+            k[b, f[b]] = qs[i]
+            f[b] += 1
+        else:
+            full[n_full] = qs[i]
+            n_full += 1
+    return full_arr[:n_full]
+
+
+def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold, lines, Py_ssize_t width):
+    """_bulk_shingle_counts.tally_round with the store's tables: (distinct,
+    in_young, known, new, new_shingles, sizes) as its Tally holds them."""
+    cdef const uint64_t[::1] sh = shingles
+    cdef const int64_t[::1] cn = np.ascontiguousarray(counts, np.int64)
+    cdef const uint8_t[::1] sn = np.ascontiguousarray(seen, np.bool_).view(np.uint8)
+    cdef const int64_t[::1] ow = np.ascontiguousarray(owner, np.int64)
+    cdef const int64_t[::1] ln
+    cdef bint has_lines = lines is not None
+    if has_lines:
+        ln = np.ascontiguousarray(lines, np.int64)
+    cdef Py_ssize_t n = cn.shape[0], w, i, j, m = 0, k, g, nd = 0, at
+    cdef Tab young, old
+    _tab_open(&young, tables[0], tables[1], tables[2])
+    _tab_open(&old, tables[3], tables[4], tables[5])
+    cdef bint use_old = tables[6] > 0
+    cdef Py_ssize_t total = sh.shape[0]
+    cdef HI* order = <HI*> malloc((total + 1) * sizeof(HI))
+    cdef HI* tmp = <HI*> malloc((total + 1) * sizeof(HI))
+    cdef int64_t* grp = <int64_t*> malloc((total + 1) * sizeof(int64_t))
+    cdef int64_t* win = <int64_t*> malloc((total + 1) * sizeof(int64_t))     # the window of each kept shingle
+    cdef int64_t* line = <int64_t*> malloc((total + 1) * sizeof(int64_t))
+    cdef uint8_t* known_at = <uint8_t*> malloc(total + 1)
+    cdef int64_t* last_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    cdef int64_t* known_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    cdef int64_t* last_r = <int64_t*> malloc((nv + 1) * sizeof(int64_t))
+    if order == NULL or win == NULL or line == NULL or known_at == NULL or last_w == NULL or known_w == NULL \
+            or last_r == NULL or tmp == NULL or grp == NULL:
+        free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
+        free(tmp); free(grp)
+        raise MemoryError()
+    sizes_arr = np.zeros(n, np.intp)
+    new_arr = np.zeros(n, np.bool_)
+    new_sh_arr = np.zeros(nv, np.intp)
+    cdef int64_t[::1] sizes = sizes_arr, new_sh = new_sh_arr
+    cdef uint8_t[::1] new = new_arr.view(np.uint8)
+    cdef uint64_t h
+    cdef bint kn, iy
+    cdef Py_ssize_t seg_start, seg_unknown, run
+    cdef uint64_t[::1] dv
+    cdef uint8_t[::1] iyv, knv
+    try:
+        # The kept shingles (of windows not seen before), in the windows' order.
+        at = 0
+        for w in range(n):
+            if sn[w]:
+                at += cn[w]
+                continue
+            for j in range(cn[w]):
+                order[m].h = sh[at]
+                order[m].i = m
+                win[m] = w
+                if has_lines:
+                    line[m] = ln[at]
+                m += 1
+                at += 1
+        if m:
+            _radix_sort(order, tmp, m)
+        for w in range(n):
+            last_w[w] = -1
+            known_w[w] = 0
+        for j in range(nv):
+            last_r[j] = -1
+        distinct_arr = np.empty(m, np.uint64)
+        iy_arr = np.empty(m, np.bool_)
+        kn_arr = np.empty(m, np.bool_)
+        dv = distinct_arr
+        iyv = iy_arr.view(np.uint8)
+        knv = kn_arr.view(np.uint8)
+        for k in range(m):                   # the distinct shingles, and the group of each
+            if k == 0 or order[k].h != order[k - 1].h:
+                dv[nd] = order[k].h
+                nd += 1
+            grp[k] = nd - 1
+        for g in range(nd):                  # looked up, the tables' rows a few keys ahead fetched early
+            if g + 8 < nd:
+                IMPRINT_PREFETCH(_tab_row(&young, dv[g + 8]))
+                if use_old:
+                    IMPRINT_PREFETCH(_tab_row(&old, dv[g + 8]))
+            iy = _tab_has(&young, dv[g])
+            iyv[g] = iy
+            knv[g] = iy or (use_old and _tab_has(&old, dv[g]))
+        for k in range(m):
+            g = grp[k]
+            kn = knv[g]
+            i = order[k].i
+            known_at[i] = kn
+            w = win[i]
+            if last_w[w] != g:               # the shingle's first time in this window
+                last_w[w] = g
+                sizes[w] += 1
+                if kn:
+                    known_w[w] += 1
+            j = ow[w]
+            if last_r[j] != g:               # ... and in this result
+                last_r[j] = g
+                if not kn:
+                    new_sh[j] += 1
+        for w in range(n):
+            new[w] = known_w[w] < threshold * sizes[w]
+        if has_lines and m:
+            # New passages (_bulk_shingle_counts.new_passages): a segment (one line's shingles in one
+            # window) of two or more, none known; or 2 * width unknown shingles in a row in one.
+            seg_start = 0
+            seg_unknown = 0
+            run = 0
+            for i in range(m):
+                if i == 0 or win[i] != win[i - 1] or line[i] != line[i - 1]:
+                    seg_start = i
+                    seg_unknown = 0
+                    run = 0
+                if not known_at[i]:
+                    seg_unknown += 1
+                    run += 1
+                    if run >= 2 * width:
+                        new[win[i]] = 1
+                else:
+                    run = 0
+                if (i + 1 == m or win[i + 1] != win[i] or line[i + 1] != line[i]) \
+                        and i - seg_start + 1 >= 2 and seg_unknown == i - seg_start + 1:
+                    new[win[i]] = 1
+    finally:
+        free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
+        free(tmp); free(grp)
+    return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, new_sh_arr.tolist(), sizes_arr

@@ -179,6 +179,59 @@ def test_every_c_matcher_ends_where_re_does(text):
     _same_match_everywhere(text.casefold(), _exact_masks())
 
 
+def _store_pair(rng, universe, capacity):
+    """Two stores fed the same batches, one on each path (their buckets, overflow and generations)."""
+    from imprint_core.novelty.store import FingerprintStore
+    stores = {}
+    batches = [np.unique(rng.choice(universe, size=rng.integers(0, universe.size + 1)))
+               for _ in range(rng.integers(0, 4))]
+    for path in PATHS:
+        with on_path(path):
+            store = FingerprintStore(capacity)
+            for b in batches:
+                store.add_all(b)
+            stores[path] = store
+    return stores
+
+
+@needs_compiled
+@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 80), capacity=st.sampled_from([4, 16, 64, 4096]),
+       threshold=st.sampled_from([0.5, 0.8, 1.0]), width=st.integers(1, 5), with_lines=st.booleans())
+def test_a_round_tallied_in_one_call_is_tallied_as_by_numpy(seed, size, capacity, threshold, width, with_lines):
+    """_compiled.tally (the round's counts, the store looked up in C) gives
+    tally_round's Tally, and the extension's store insert and lookup hold the
+    same keys as numpy's: on stores small enough that buckets fill and
+    generations turn over, with repeated shingles within and across windows."""
+    from imprint_core.novelty._bulk_shingle_counts import tally_round
+    rng = np.random.default_rng(seed)
+    universe = np.unique(rng.integers(1, 2**64 - 1, size=size, dtype=np.uint64))
+    stores = _store_pair(rng, universe, capacity)
+    probe = np.concatenate((universe, rng.integers(1, 2**64 - 1, size=8, dtype=np.uint64)))
+    for path in PATHS:
+        with on_path(path):
+            for other in PATHS:
+                _same_arrays(stores[path].lookup(probe)[1], stores[other]._young.contains(probe)
+                             | (stores[other]._old.contains(probe) if stores[other]._old.count else False))
+    store = stores["pure"]
+    n = int(rng.integers(1, 12))
+    counts = rng.integers(0, 9, size=n)
+    seen = rng.random(n) < 0.2
+    owner = np.sort(rng.integers(0, 3, size=n))
+    shingles = rng.choice(universe, size=int(counts.sum()))
+    lines = np.cumsum(rng.random(shingles.size) < 0.3).astype(np.intp) if with_lines else None
+    if seen.all() or not counts[~seen].any():
+        return
+    with on_path("pure"):
+        want = tally_round(shingles, counts, seen, owner, 3, store.lookup, threshold, lines, width)
+    got = accel.built.tally(shingles, counts, seen, owner, 3, store.tables(), threshold, lines, width)
+    for field, a, b in zip(want._fields, got, want):
+        if isinstance(b, list):
+            assert a == b, field
+        else:
+            _same_arrays(np.asarray(a), np.asarray(b))
+
+
 def test_a_long_paragraph_is_cut_alike():
     units = [" ".join(f"w{i}" for i in range(1_000)), "\n".join(" ".join(f"v{i}" for i in range(j, j + 150))
                                                                 for j in range(0, 600, 150))]
