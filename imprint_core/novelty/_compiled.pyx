@@ -307,6 +307,7 @@ cdef struct Text:
     Py_ssize_t n
     uint8_t* owned        # the allocation b lies in
     int64_t* words        # where a listed word could start (_word_starts), once asked for
+    int64_t* places       # scratch: the places a finder looks at (_places)
     Py_ssize_t n_words
 
 
@@ -338,6 +339,7 @@ cdef int _open(Text* t, str text) except -1:
     cdef uint8_t* b
     t.n = n
     t.words = NULL
+    t.places = NULL
     t.n_words = -1
     t.owned = <uint8_t*> malloc(n + 2 * PAD)
     if t.owned == NULL:
@@ -455,12 +457,15 @@ cdef int _word_starts(Text* t) except -1:
     return 0
 
 
-cdef list _dashes_before(Text* t, uint8_t ch, Py_ssize_t off, Py_ssize_t end):
-    """Each i in [0, end) with ch at i + off, ascending: the only places a finder that looks for ch there
-    need look (found with memchr instead of a look at every place)."""
-    cdef list out = []
+cdef Py_ssize_t _places(Text* t, uint8_t ch, Py_ssize_t off, Py_ssize_t end) except -1:
+    """Each i in [0, end) with ch at i + off, ascending, into t.places (how many): the only places a finder
+    that looks for ch there need look (found with memchr instead of a look at every place)."""
     cdef const uint8_t* hit
-    cdef Py_ssize_t j = off, i
+    cdef Py_ssize_t j = off, i, k = 0
+    if t.places == NULL:
+        t.places = <int64_t*> malloc((t.n + 2) * sizeof(int64_t))
+        if t.places == NULL:
+            raise MemoryError()
     while j < t.n:
         hit = <const uint8_t*> memchr(t.b + j, ch, t.n - j)
         if hit == NULL:
@@ -470,9 +475,10 @@ cdef list _dashes_before(Text* t, uint8_t ch, Py_ssize_t off, Py_ssize_t end):
         if i >= end:
             break
         if i >= 0:
-            out.append(i)
+            t.places[k] = i
+            k += 1
         j += 1
-    return out
+    return k
 
 
 cdef bint _has(Text* t, const char* lit):
@@ -567,7 +573,7 @@ FINDERS = {"find_url": F_URL, "find_uuid": F_UUID, "find_hex": F_HEX, "find_week
 
 
 cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
-    cdef Py_ssize_t n = t.n, i, j, u, e, k
+    cdef Py_ssize_t n = t.n, i, j, u, e, k, q
     cdef uint8_t c, cls
     cdef const uint8_t* b = t.b
     if fid == F_URL:
@@ -578,7 +584,8 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
             _push(v, i)
             i = _next(t, i + 1, b"http")
     elif fid == F_UUID:                    # from each "-": the one at i + 8
-        for i in _dashes_before(t, 45, 8, n - 35):
+        for q in range(_places(t, 45, 8, n - 35)):
+            i = t.places[q]
             if C(t, i + 8) == 45 and C(t, i + 13) == 45 and C(t, i + 18) == 45 and C(t, i + 23) == 45:
                 for j in range(36):
                     if j != 8 and j != 13 and j != 18 and j != 23 and not HEX(t, i + j):
@@ -612,28 +619,42 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
         for j in range(t.n_words):
             i = t.words[j]
             if _any_at(t, i, _WEEKDAYS, 7, B_WEEKDAY):
-                _push(v, i)
+                # The name ends where its letters do; then \.?,?[ \t]+ must follow.
+                u = i + 3
+                while LOW(t, u):
+                    u += 1
+                if C(t, u) == 46:
+                    u += 1
+                if C(t, u) == 44:
+                    u += 1
+                if C(t, u) == 32 or C(t, u) == 9:
+                    _push(v, i)
     elif fid == F_ISO:
-        for i in _dashes_before(t, 45, 4, n - 9):
+        for q in range(_places(t, 45, 4, n - 9)):
+            i = t.places[q]
             if C(t, i + 4) == 45 and C(t, i + 7) == 45 and _digits_at(t, i, 4) and _digits_at(t, i + 5, 2) \
                     and _digits_at(t, i + 8, 2):
                 _push(v, i)
     elif fid == F_ISO_BASIC:
-        for i in range(n - 12):
+        for q in range(_places(t, 116, 8, n - 12)):
+            i = t.places[q]
             if C(t, i + 8) == 116 and _digits_at(t, i, 8) and _digits_at(t, i + 9, 4):
                 _push(v, i)
     elif fid == F_YMD:
-        for i in _dashes_before(t, 47, 4, n - 5):
+        for q in range(_places(t, 47, 4, n - 5)):
+            i = t.places[q]
             if C(t, i + 4) == 47 and _digits_at(t, i, 4) and D(t, i + 5):
                 _push(v, i)
     elif fid == F_SLASH or fid == F_TIME:   # "D/D" and "D:DD": a match starts at the digit or one before
-        for i in _dashes_before(t, 47 if fid == F_SLASH else 58, 1, n):
+        for q in range(_places(t, 47 if fid == F_SLASH else 58, 1, n)):
+            i = t.places[q]
             if fid == F_SLASH and C(t, i + 1) == 47 and D(t, i) and D(t, i + 2) \
                     or fid == F_TIME and C(t, i + 1) == 58 and D(t, i) and D(t, i + 2) and D(t, i + 3):
                 _push(v, i - 1)
                 _push(v, i)
     elif fid == F_DOTTED:
-        for i in _dashes_before(t, 46, 0, n):
+        for q in range(_places(t, 46, 0, n)):
+            i = t.places[q]
             if i < 3:
                 continue
             if C(t, i) == 46 and _digits_at(t, i + 1, 4) and D(t, i - 1) and (C(t, i - 2) == 46 or C(t, i - 3) == 46):
@@ -651,9 +672,12 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
     elif fid == F_DMY:
         if not _has_year(t):
             return 0
-        for i in range(n):
-            if D(t, i) and (C(t, i + 1) == 32 and LOW(t, i + 2) or D(t, i + 1) and C(t, i + 2) == 32 and LOW(t, i + 3)):
-                _push(v, i)
+        for q in range(_places(t, 32, 0, n)):
+            u = t.places[q]      # from each space: the one or two digits before it
+            if LOW(t, u + 1) and D(t, u - 1):
+                if D(t, u - 2):
+                    _push(v, u - 2)
+                _push(v, u - 1)
     elif fid == F_AGO:
         i = -1
         while True:
@@ -669,8 +693,9 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
                 while j and D(t, j - 1):
                     j -= 1
                 _push(v, j)
-            for j in range(back, -1, -1):      # a quantity word (and its space) of up to `back` characters
-                _push(v, u - j)
+            for j in range(back, -1, -1):      # a quantity word (and its space) of up to `back` characters,
+                if u - j >= 0 and not _ASCII_WORD[C(t, u - j - 1)]:    # where \b can hold before it
+                    _push(v, u - j)
     elif fid == F_RELATIVE or fid == F_SCORE:
         if fid == F_SCORE and not (_has(t, b":") or _has(t, b"=")):
             return 0
@@ -683,11 +708,11 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
     elif fid == F_LINE_NUMBER:
         if not (_has(t, b":") or _has(t, b"|")):
             return 0
-        for i in range(n):
-            if i == 0 or C(t, i - 1) == 10:
-                c = C(t, i)
-                if 48 <= c <= 57 or c == 32 or c == 9:
-                    _push(v, i)
+        for q in range(_places(t, 10, 0, n) + 1):      # at the start and after each newline
+            i = 0 if q == 0 else t.places[q - 1] + 1
+            c = C(t, i)
+            if i < n and (48 <= c <= 57 or c == 32 or c == 9):
+                _push(v, i)
     else:
         raise ValueError(f"no compiled finder {fid}")
     _sort(v)
@@ -764,6 +789,7 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
     finally:
         free(v.at)
         free(t.words)
+        free(t.places)
         free(t.owned)
 
 
