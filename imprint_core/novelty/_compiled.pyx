@@ -449,10 +449,9 @@ cdef int _word_starts(Text* t) except -1:
     t.words = <int64_t*> malloc((n + 1) * sizeof(int64_t))
     if t.words == NULL:
         raise MemoryError()
-    for i in range(n - 1):
-        if _PAIRS[b[i] << 8 | b[i + 1]] and not _ASCII_WORD[b[i - 1]]:
-            t.words[k] = i
-            k += 1
+    for i in range(n - 1):                  # without a branch: word boundaries come too irregularly to guess
+        t.words[k] = i
+        k += (_ASCII_WORD[b[i - 1]] ^ 1) & (_PAIRS[b[i] << 8 | b[i + 1]] != 0)
     t.n_words = k
     return 0
 
@@ -751,6 +750,7 @@ _NEEDS[:] = [0, H_DASH, H_DIGIT, H_DIGIT, H_DASH | H_DIGIT, H_T | H_DIGIT, H_DIG
              H_SLASH | H_DIGIT, H_DOT | H_DIGIT, H_DIGIT, H_DIGIT, H_COLON | H_DIGIT, H_COLON | H_DIGIT, 0, 0, 0, 0]
 
 
+cdef int _ALL_NEEDS = H_DIGIT | H_DASH | H_SLASH | H_DOT | H_COLON | H_T   # _NEEDS together
 cdef uint8_t _HOLDS[256]     # per character: the bit of what finders need (_NEEDS) that it gives
 for _c, _bit in ((45, H_DASH), (47, H_SLASH), (46, H_DOT), (58, H_COLON), (61, H_EQUALS), (124, H_PIPE),
                  (116, H_T), *((_d, H_DIGIT) for _d in range(48, 58))):
@@ -775,8 +775,10 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
     _open(&t, text)
     v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
     try:
-        for k in range(t.n):
+        for k in range(t.n):                 # what the text holds, until it holds all that any finder needs
             held |= _HOLDS[t.b[k]]
+            if held & _ALL_NEEDS == _ALL_NEEDS:
+                break
         for i in range(step, n_f):
             fid = finders[i]
             if _NEEDS[fid] & held != _NEEDS[fid]:
