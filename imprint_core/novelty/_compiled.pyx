@@ -1475,3 +1475,51 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
         free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
         free(tmp); free(grp)
     return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, new_sh_arr.tolist(), sizes_arr
+
+
+# -------------------------------------------------------------- ocr noise ---
+OCR_NOISE_PATTERN = r"(?<![^\s\x00])(?:[^\w\s\x00<>]+|[^\W\d_ai])(?![^\s\x00])"
+"""The pattern ocr_noise() is written for (normalization.MASKS' ocr_noise); a
+table whose mask reads otherwise does not use it."""
+
+
+cdef inline bint _gap(Py_UCS4 c) noexcept nogil:
+    # What bounds a token: whitespace (re's \s) or a NUL.
+    return c == 0 or Py_UNICODE_ISSPACE(c)
+
+
+def ocr_noise(str text):
+    """re.sub(OCR_NOISE_PATTERN, "", text) in one pass: the pattern matches
+    only where a token (a run of characters bounded by whitespace, NULs or the
+    ends; the lookbehind holds nowhere else) starts, and only the whole
+    token (a shorter match would leave a token character where the lookahead
+    needs a gap): a token of symbols only (no word character, no < or >), or
+    one word character that is no decimal digit, "_", "a" or "i"."""
+    cdef U u
+    _open_u(&u, text)
+    cdef Py_ssize_t p = 0, e, last = 0, n = u.n
+    cdef Py_UCS4 c
+    cdef bint symbols
+    cdef list pieces = []
+    while p < n:
+        if _gap(CH(&u, p)):
+            p += 1
+            continue
+        e = p
+        symbols = True
+        while e < n:
+            c = CH(&u, e)
+            if _gap(c):
+                break
+            if symbols and (c == 60 or c == 62 or W(&u, e)):
+                symbols = False
+            e += 1
+        c = CH(&u, p)
+        if symbols or (e == p + 1 and W(&u, p) and not DD(&u, p) and c != 95 and c != 97 and c != 105):
+            pieces.append(text[last:p])
+            last = e
+        p = e
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)

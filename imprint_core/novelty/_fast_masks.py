@@ -116,9 +116,23 @@ class FastMasks:
         # of normalization.normalize_units either.
         self.vetted = all(m.finder is not PLAIN_SUB for m in self.masks)
         self.compiled_steps = _compiled_steps(self.masks)
+        self._ocr = self._ocr_noise_only()
         if self.compiled_steps is not None:   # per mask: what the extension's apply_table needs
             exact = self.compiled_steps[2]
             self._table = [(p, r, k, e, x) for (p, r, _, k, e), x in zip(self._steps, exact)]
+        # A table whose first masks have compiled finders and whose others do not (the `ocr` profile: the
+        # default's, then ocr_noise): those first on the compiled path, then the others as they go. The
+        # masks apply one after another, so the two halves in turn are the whole table.
+        head = _compiled_head(self.masks)
+        self._halves = (FastMasks(self.masks[:head]), FastMasks(self.masks[head:])) if 0 < head < len(self.masks) \
+            else None
+
+    def _ocr_noise_only(self) -> bool:
+        """Whether this table is the ocr_noise mask alone, as the extension's ocr_noise() is written for it."""
+        built = accel.built
+        return (built is not None and len(self.masks) == 1 and self.masks[0].repl == ""
+                and self.masks[0].pattern.pattern == getattr(built, "OCR_NOISE_PATTERN", None)
+                and self.masks[0].pattern.flags == re.UNICODE)
 
     def plain(self, text: str) -> str:
         for m in self.masks:
@@ -155,6 +169,10 @@ class FastMasks:
                     return self.plain(text)     # a non-ASCII digit: the shapes would not see it
         if accel.ext is not None and self.compiled_steps is not None:
             return self._apply_compiled(text, accel.ext)
+        if accel.ext is not None and self._halves is not None:
+            return self._halves[1].apply(self._halves[0].apply(text))
+        if accel.ext is not None and self._ocr:
+            return accel.ext.ocr_noise(text)
         shape = Shape(text)
         drop_hex = self._drop_hex_at
         for step, (pattern, repl, finder, kept, expand) in enumerate(self._steps):
@@ -175,6 +193,18 @@ class FastMasks:
             else:
                 shape = _sub_at(pattern, repl, kept, expand, shape, starts) or shape
         return shape.text
+
+
+def _compiled_head(masks: Sequence) -> int:
+    """How many of the first masks have a compiled finder (0 where the extension is not built)."""
+    if accel.built is None:
+        return 0
+    ids = accel.built.FINDERS
+    named = {fn for name, fn in vars(finders).items() if name in ids}
+    k = 0
+    while k < len(masks) and masks[k].finder in named:
+        k += 1
+    return k
 
 
 def _compiled_steps(masks: Sequence) -> tuple[list[int], int, list[int]] | None:

@@ -232,6 +232,24 @@ def test_a_round_tallied_in_one_call_is_tallied_as_by_numpy(seed, size, capacity
             _same_arrays(np.asarray(a), np.asarray(b))
 
 
+OCR_ODD = ["a", "i", "b", "_", "<", ">", "<id>", "|", "~", "--", "\u2022", "\u00b2", "\u0663", "\u00e9", "x1", "1",
+           "\x00", " ", "\n", "\t", "\u2028", "\x1c", "\xa0", "\u3000", "..", "a.", "\u0301"]
+
+
+@needs_compiled
+@hsettings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text_st | st.lists(st.sampled_from(OCR_ODD), max_size=30).map("".join))
+def test_the_ocr_noise_mask_in_one_pass_is_the_regex(text):
+    """_compiled.ocr_noise (the `ocr` profile's last mask, which has no
+    finder) gives the pattern's sub on drawn text, and the `ocr` profile
+    (the default's masks on the compiled path, then ocr_noise) the plain masks."""
+    mask = next(m for m in nz.MASKS if m.category == "ocr_noise")
+    assert accel.built.ocr_noise(text) == mask.pattern.sub(mask.repl, text)
+    t = text.casefold()
+    with on_path("compiled"):
+        assert nz.apply_masks(t, "ocr") == nz.apply_masks_plain(t, "ocr")
+
+
 def test_a_long_paragraph_is_cut_alike():
     units = [" ".join(f"w{i}" for i in range(1_000)), "\n".join(" ".join(f"v{i}" for i in range(j, j + 150))
                                                                 for j in range(0, 600, 150))]
