@@ -1340,6 +1340,10 @@ def insert(keys, fill, q):
     full_arr = np.empty(n, np.uint64)
     cdef uint64_t[::1] full = full_arr
     for i in range(n):
+        if i + 8 < n:                    # the bucket a few keys ahead fetched early: the tables outgrow the cache
+            b = <Py_ssize_t> ((qs[i + 8] * _FIB) >> shift)
+            IMPRINT_PREFETCH(&k[b, 0])
+            IMPRINT_PREFETCH(&f[b])
         b = <Py_ssize_t> ((qs[i] * _FIB) >> shift)
         if f[b] < 8:
             k[b, f[b]] = qs[i]
@@ -1523,3 +1527,49 @@ def ocr_noise(str text):
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+def canonical_unit(str unit):
+    """fingerprints._canonical_unit: the unit's lines (split at "\\n"), each
+    its words (as str.split() gives them) joined by single spaces, the empty
+    lines left out, joined by "\\n"; one pass over its UTF-8, as shingled()
+    reads units."""
+    cdef Py_ssize_t n, i = 0, olen = 0
+    cdef const uint8_t* s = <const uint8_t*> PyUnicode_AsUTF8AndSize(unit, &n)
+    cdef uint8_t* out = <uint8_t*> malloc(n + 1)
+    cdef bint in_word = False, line_words = False, any_words = False
+    cdef uint8_t c
+    cdef int length
+    if out == NULL:
+        raise MemoryError()
+    try:
+        while i < n:
+            c = s[i]
+            if c < 0x80:
+                if c == 10:
+                    in_word = line_words = False
+                    i += 1
+                    continue
+                if _ascii_space(c):
+                    in_word = False
+                    i += 1
+                    continue
+                length = 1
+            elif _utf8_space(s, i, n, &length):
+                in_word = False
+                i += length
+                continue
+            if not in_word:               # a word starts: its separator first
+                if line_words:
+                    out[olen] = 32
+                    olen += 1
+                elif any_words:
+                    out[olen] = 10
+                    olen += 1
+                line_words = in_word = any_words = True
+            memcpy(out + olen, s + i, length)
+            olen += length
+            i += length
+        return out[:olen].decode("utf-8")
+    finally:
+        free(out)

@@ -250,6 +250,16 @@ def test_the_ocr_noise_mask_in_one_pass_is_the_regex(text):
         assert nz.apply_masks(t, "ocr") == nz.apply_masks_plain(t, "ocr")
 
 
+@needs_compiled
+@hsettings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text_st | st.lists(st.sampled_from(ODD + ["\n", " \n ", "a\ud800b"]), max_size=30).map("".join))
+def test_a_units_canonical_lines_in_one_pass_are_split_and_join(text):
+    """_compiled.canonical_unit (echo.template_lines reads every unit's) is
+    fingerprints._canonical_unit_plain, a lone surrogate included (the plain one then)."""
+    with on_path("compiled"):
+        assert fp._canonical_unit(text) == fp._canonical_unit_plain(text)
+
+
 def test_a_long_paragraph_is_cut_alike():
     units = [" ".join(f"w{i}" for i in range(1_000)), "\n".join(" ".join(f"v{i}" for i in range(j, j + 150))
                                                                 for j in range(0, 600, 150))]
