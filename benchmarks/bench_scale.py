@@ -112,7 +112,8 @@ def _compare_once(pure: bool) -> dict:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-        if os.waitstatus_to_exitcode(status) != 0:
+        # exit 1: a --decide that does not pass (compare.json is written all the same)
+        if os.waitstatus_to_exitcode(status) not in (0, 1) or not (Path(out) / "compare.json").exists():
             err.seek(0)
             raise RuntimeError(f"imprint compare failed: {err.read().decode()[-2000:]}")
         report = json.loads((Path(out) / "compare.json").read_text(encoding="utf-8"))
