@@ -53,7 +53,7 @@ bench: setup model
 	$(BIN)/python benchmarks/bench_local.py
 	$(BIN)/python benchmarks/bench_tune.py
 	$(BIN)/python benchmarks/bench_sweep_baseline.py
-	$(BIN)/python benchmarks/bench_scale.py --sizes $(SCALE_SIZES) --modes $(SCALE_MODES) --cold-only --merge
+	$(BIN)/python benchmarks/bench_scale.py --sizes $(SCALE_SIZES) --modes $(SCALE_MODES) --cold-only --merge --compare
 	$(BIN)/imprint servers setup   # the peers bench_peers compares with (idempotent; the first time compiles llama.cpp)
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_rules.py

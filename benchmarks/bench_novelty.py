@@ -381,6 +381,41 @@ def memory_run(n_rounds: int = 10_000, every: int = 250, seed: int = SEED + 1) -
             "seconds_with_tracemalloc": round(time.perf_counter() - t0, 1)}
 
 
+def profile_run(rounds, normalization: str = "default", top: int = 14) -> dict:
+    """Where the tracker's time goes (cProfile over one pass, the compiled
+    path): each function's own time as a share of the whole, the largest
+    first, and the shares of the stages (cumulative, which nest: the masks are
+    inside normalization). What remains between the tracker and a target."""
+    import cProfile
+    import pstats
+    prof = cProfile.Profile()
+    tr = NoveltyTracker(NoveltyConfig(normalization=normalization))
+    prof.enable()
+    for rnd in rounds:
+        tr.observe_round(rnd)
+    prof.disable()
+    st = pstats.Stats(prof).stats
+    total = sum(v[2] for v in st.values()) or 1.0
+
+    def name(k) -> str:
+        path, line, fn = k
+        return f"{Path(path).name}:{fn}" if path != "~" else fn
+    own = sorted(((v[2] / total, name(k)) for k, v in st.items()), reverse=True)[:top]
+    stages = {"segmentation (JSON parsed and items re-encoded)": "segmentation.py:segment",
+              "empty-read test (echo.evidence_free)": "echo.py:evidence_free",
+              "normalization (casefold, NFKC, masks)": "normalization.py:normalize_units",
+              "masks (the extension's apply_table)": "_fast_masks.py:_apply_compiled",
+              "lines, shingles and windows": "rule.py:_round_windows",
+              "the round's tally and store lookup": "_bulk_shingle_counts.py:tally_store",
+              "commit (store insert)": "rule.py:_commit"}
+    cum = {name(k): v[3] / total for k, v in st.items()}
+    return {"normalization": normalization, "profiled_seconds": round(total, 3),
+            "own_time_share": [[n, round(s, 3)] for s, n in own],
+            "stage_share": {label: round(cum.get(fn, 0.0), 3) for label, fn in stages.items()},
+            "note": "cProfile's own-time shares (its overhead inflates the Python calls); the extension's "
+                    "functions count inside their Python callers (_apply_compiled, tally_store, _shingled)"}
+
+
 def result_vs_rensa(ours: float, rate: dict) -> float | None:
     return round(ours / rate["rensa_rminhash128"], 2) if "rensa_rminhash128" in rate else None
 
@@ -435,6 +470,7 @@ def main(argv=None) -> int:
     tracker = {v: timed[f"tracker_{v}"] | {"progress_rounds": sum(p)} for v, p in progress.items()}
     assert len({t["progress_rounds"] for k, t in tracker.items() if k.startswith("default")}) == 1
     mem = None if args.skip_memory else memory_run()
+    profile = profile_run(rounds)
 
     rate = {k: round(mb / t["cpu"], 2) for k, t in timed.items()}
     rate_wall = {k: round(mb / t["wall"], 2) for k, t in timed.items()}
@@ -491,6 +527,7 @@ def main(argv=None) -> int:
                               "met_vs_shared_permutations": vs_ds_shared >= TARGET_RATIO},
         },
         "memory": mem,
+        "profile": profile,
         "datasketch": {"version": ds["version"], "scheme": ds["scheme"]},
         "rensa": {"version": rs["version"]} if rs else None,
         "machine": machine() | {"loadavg_before": [round(x, 2) for x in load_before],

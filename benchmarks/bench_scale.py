@@ -17,6 +17,14 @@ the figures to compare.
     python benchmarks/bench_scale.py [--sizes 100,1000] [--modes one,all,dask1,dask2] [--seed 0]
     python benchmarks/bench_scale.py --sizes 10000,100000      # the large corpora (hours, gigabytes)
     python benchmarks/bench_scale.py --sizes 10000,100000 --modes one --cold-only --merge   # the scale targets
+    python benchmarks/bench_scale.py --compare-only --merge   # `imprint compare` over the whole labelled set
+
+`--compare` (and `--compare-only`) also measures `imprint compare` of every
+built-in rule over the whole labelled set, as reports/compare/command.txt
+runs it (its output to a temporary folder, no disk cache, one process), on
+the compiled novelty path and, as the baseline in the same run, on the
+pure-Python one (IMPRINT_NOVELTY_PURE=1): CPU milliseconds per run and rule,
+loading the corpora included (target: at most 1 ms).
 """
 from __future__ import annotations
 
@@ -79,6 +87,54 @@ def _tune(corpus: synthcorpus.Corpus, cache: Path, out: Path, extra: list[str]) 
             raise RuntimeError(f"imprint tune failed ({proc.returncode}): {err.read().decode()[-2000:]}")
     return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_rss_mib": _mib(usage.ru_maxrss), "load_average": load}
+
+
+COMPARE_TARGET_MS = 1.0
+
+
+def _compare_once(pure: bool) -> dict:
+    """reports/compare/command.txt's `imprint compare` in a subprocess, its
+    output to a temporary folder, without the disk cache, on one process: CPU
+    (wait4), wall, and the runs and rules it judged (from its compare.json)."""
+    import shlex
+    words = shlex.split((ROOT / "reports" / "compare" / "command.txt").read_text(encoding="utf-8").strip())
+    if "--out" in words:
+        i = words.index("--out")
+        del words[i:i + 2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env.pop("IMPRINT_NOVELTY_PURE", None)
+    if pure:
+        env["IMPRINT_NOVELTY_PURE"] = "1"
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as out, tempfile.TemporaryFile() as err:
+        cmd = [sys.executable, "-m", "harness.cli", *words[1:], "--out", out, "--no-disk-cache", "--jobs", "1"]
+        load = _load()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        # exit 1: a --decide that does not pass (compare.json is written all the same)
+        if os.waitstatus_to_exitcode(status) not in (0, 1) or not (Path(out) / "compare.json").exists():
+            err.seek(0)
+            raise RuntimeError(f"imprint compare failed: {err.read().decode()[-2000:]}")
+        report = json.loads((Path(out) / "compare.json").read_text(encoding="utf-8"))
+    runs, rules = len(report["runs"]), len(report["rules"])
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "runs": runs, "rules": rules,
+            "cpu_ms_per_run_and_rule": round(1000 * cpu / (runs * rules), 3), "load_average": load}
+
+
+def compare_figure() -> dict:
+    """`imprint compare` of every built-in over the whole labelled set: the
+    compiled path, and the pure path as the baseline, one after the other."""
+    compiled, pure = _compare_once(False), _compare_once(True)
+    ms = compiled["cpu_ms_per_run_and_rule"]
+    return {"what": "reports/compare/command.txt's imprint compare (every built-in rule, the record's, the decided "
+                    "candidates) over every labelled corpus, no disk cache, 1 process; CPU of the process (wait4), "
+                    "loading and converting the corpora included",
+            "command": (ROOT / "reports" / "compare" / "command.txt").read_text(encoding="utf-8").strip(),
+            "commit": _commit(), "compiled": compiled, "pure": pure,
+            "compiled_over_pure_cpu": round(compiled["cpu_s"] / pure["cpu_s"], 3) if pure["cpu_s"] else None,
+            "target_ms": COMPARE_TARGET_MS, "met": ms <= COMPARE_TARGET_MS}
 
 
 def _commit() -> str:
@@ -210,6 +266,12 @@ def targets(results: list[dict]) -> dict:
     return out
 
 
+def _compare_target(c: dict) -> dict:
+    return {"ms_per_run_and_rule": c["compiled"]["cpu_ms_per_run_and_rule"],
+            "pure_ms_per_run_and_rule": c["pure"]["cpu_ms_per_run_and_rule"], "target": c["target_ms"],
+            "met": c["met"], "commit": c.get("commit")}
+
+
 def merged(old: dict, new: dict) -> dict:
     """OUT's report with this run's results in place of the (size, mode, phase) runs
     measured again."""
@@ -231,7 +293,22 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "scale.json"))
     ap.add_argument("--merge", action="store_true",
                     help="keep the results of OUT for the sizes and modes not measured now (the large corpora take hours)")
+    ap.add_argument("--compare", action="store_true",
+                    help="also measure `imprint compare` over the whole labelled set (compiled and pure path)")
+    ap.add_argument("--compare-only", action="store_true", help="measure only that (with --merge: into OUT)")
     args = ap.parse_args()
+    if args.compare_only:
+        out = Path(args.out)
+        report = json.loads(out.read_text(encoding="utf-8")) if args.merge and out.exists() else {"results": []}
+        report["compare"] = compare_figure()
+        report["targets"] = targets(report.get("results", [])) | {"compare": _compare_target(report["compare"])}
+        from imprint_core.settings import atomic_write_text
+        atomic_write_text(out, json.dumps(report, indent=1) + "\n")
+        c = report["compare"]
+        print(f"compare: {c['compiled']['cpu_ms_per_run_and_rule']} ms CPU per run and rule "
+              f"({c['compiled']['runs']} runs x {c['compiled']['rules']} rules; pure path "
+              f"{c['pure']['cpu_ms_per_run_and_rule']} ms); wrote {out}")
+        return 0
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES]
@@ -267,7 +344,11 @@ def main() -> int:
             "sizes": [lo, hi], "runs_ratio": round(hi / lo, 1),
             "cpu_per_run_ratio": round(one[hi]["cpu_ms_per_run"] / one[lo]["cpu_ms_per_run"], 2),
             "peak_rss_ratio": round(one[hi]["peak_rss_mib"] / one[lo]["peak_rss_mib"], 2)}
+    if args.compare:
+        report["compare"] = compare_figure()
     report["targets"] = targets(report["results"])
+    if "compare" in report:
+        report["targets"]["compare"] = _compare_target(report["compare"])
     from imprint_core.files import atomic_write_text
     atomic_write_text(out, json.dumps(report, indent=1) + "\n")
     plot(report, out.with_suffix(".png"))

@@ -44,6 +44,12 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append(("… against xxh3_64 / blake2b of the same bytes",
                     f"{mbs['tracker_default'] / mbs['xxh3_64_bytes']:.5f}× / "
                     f"{mbs['tracker_default'] / mbs['blake2b_bytes']:.4f}×", "(reference)", "-"))
+        prof = nov.get("profile")
+        if prof:
+            top = ", ".join(f"{k.split(' (')[0]} {v:.0%}" for k, v in sorted(prof["stage_share"].items(),
+                                                                             key=lambda kv: -kv[1])[:4])
+            out.append(("… where the tracker's time goes (cProfile, stages' shares, nested)", top,
+                        "(what remains)", "-"))
         mem = nov.get("memory") or {}
         if mem:
             out.append(("tracker memory after 1,000 → 10,000 rounds (tracemalloc)",
@@ -118,6 +124,13 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append(("… peak memory at " + " / ".join(f"{int(k):,}" for k in rss) + " runs",
                     " / ".join(f"{v} MiB" for v in rss.values()) + f" ({mc['ratio_10000_to_1000']}× for 10× the runs)",
                     "≤ 2× from 10,000 to 100,000", "not measured at 100,000"))
+    cmp_ = (scale or {}).get("compare")
+    if cmp_:
+        c, p = cmp_["compiled"], cmp_["pure"]
+        out.append((f"`imprint compare` of every built-in ({c['rules']} rules) over every labelled run ({c['runs']:,}), "
+                    "1 process, CPU per run and rule (loading included), against the pure path in the same run",
+                    f"{c['cpu_ms_per_run_and_rule']} ms (pure {p['cpu_ms_per_run_and_rule']} ms; {c['cpu_s']} s "
+                    f"against {p['cpu_s']} s)", f"≤ {cmp_['target_ms']:g} ms", "met" if cmp_["met"] else "missed"))
     dask = (scale or {}).get("targets", {}).get("dask_2_workers")
     if dask:
         one, two = dask["wall_s"]

@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from . import accel
 from .fingerprints import FingerprintSet, as_fingerprints, unique
 from .store import FingerprintStore
 
@@ -86,6 +87,18 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
     if lines is not None and sh.size:
         new |= new_passages(~known_at, lines, counts, width)
     return Tally(distinct, in_young, known, new, new_shingles, sizes)
+
+
+def tally_store(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
+                store: FingerprintStore, threshold: float, lines: np.ndarray | None = None, width: int = 5) -> Tally:
+    """tally_round against a FingerprintStore: on the compiled path in one
+    call of the extension (the same Tally), else tally_round itself."""
+    ext = accel.ext
+    if ext is None:
+        return tally_round(shingles, counts, seen, owner, n_results, store.lookup, threshold, lines, width)
+    got = ext.tally(np.ascontiguousarray(shingles, np.uint64), counts, seen, owner, n_results, store.tables(),
+                    float(threshold), lines, width)
+    return Tally(*got)
 
 
 def new_passages(unknown: np.ndarray, lines: np.ndarray, counts: np.ndarray, width: int) -> np.ndarray:

@@ -14,7 +14,7 @@ headers.
 """
 from libc.stdint cimport uint64_t, int64_t, uint8_t
 from libc.stdlib cimport malloc, free
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcpy, memset
 
 import numpy as np
 
@@ -302,9 +302,13 @@ from libc.stdlib cimport realloc, qsort
 
 
 cdef struct Text:
-    const uint8_t* b      # one byte a character: ASCII as itself, any other as 0x80 (which nothing looks for)
+    const uint8_t* b      # one byte a character: ASCII as itself, any other as a byte >= 0x80 (which nothing
+                          # looks for), PAD zero bytes before and after
     Py_ssize_t n
-    uint8_t* owned        # the bytes, when they had to be made (not a one-byte-kind str)
+    uint8_t* owned        # the allocation b lies in
+    int64_t* words        # where a listed word could start (_word_starts), once asked for
+    int64_t* places       # scratch: the places a finder looks at (_places)
+    Py_ssize_t n_words
 
 
 cdef uint8_t _CLASS[256]      # 1: an ASCII digit, 2: [0-9a-f]
@@ -319,9 +323,11 @@ cdef struct Vec:
     bint unsorted
 
 
+DEF PAD = 64    # zero bytes before and after a Text's characters: every look of a finder lands inside
+
+
 cdef inline uint8_t C(Text* t, Py_ssize_t i) noexcept nogil:
-    if i < 0 or i >= t.n:
-        return 0
+    # Past either end (at most PAD away): 0, as for a NUL, which nothing looks for.
     return t.b[i]
 
 
@@ -330,18 +336,24 @@ cdef int _open(Text* t, str text) except -1:
     cdef void* data = PyUnicode_DATA(text)
     cdef Py_ssize_t i, n = len(text)
     cdef Py_UCS4 c
+    cdef uint8_t* b
     t.n = n
-    t.owned = NULL
-    if kind == 1:
-        t.b = <const uint8_t*> data
-        return 0
-    t.owned = <uint8_t*> malloc(n + 1)
+    t.words = NULL
+    t.places = NULL
+    t.n_words = -1
+    t.owned = <uint8_t*> malloc(n + 2 * PAD)
     if t.owned == NULL:
         raise MemoryError()
-    for i in range(n):
-        c = PyUnicode_READ(kind, data, i)
-        t.owned[i] = <uint8_t> c if c < 128 else 0x80
-    t.b = t.owned
+    memset(t.owned, 0, PAD)
+    memset(t.owned + PAD + n, 0, PAD)
+    b = t.owned + PAD
+    if kind == 1:
+        memcpy(b, data, n)          # a character above U+007F stays itself: nothing looks for one either
+    else:
+        for i in range(n):
+            c = PyUnicode_READ(kind, data, i)
+            b[i] = <uint8_t> c if c < 128 else 0x80
+    t.b = b
     return 0
 
 
@@ -418,6 +430,54 @@ cdef inline Py_ssize_t _next(Text* t, Py_ssize_t i, const char* lit) noexcept no
             return i
         i += 1
     return -1
+
+
+cdef uint8_t _ASCII_WORD[256]   # re's \w below U+0080: a place after one is no word boundary
+for _c in range(256):
+    _ASCII_WORD[_c] = 48 <= _c <= 57 or 65 <= _c <= 90 or 97 <= _c <= 122 or _c == 95
+
+
+cdef int _word_starts(Text* t) except -1:
+    """t.words: every i where one of the listed words (months, weekdays, scores, relative days) could
+    start: its first two characters open one (_PAIRS), and no ASCII word character stands before it.
+    (Each of those patterns opens with \b before a letter; a character above U+007F before it may or
+    may not be a word character, so that place is kept.) Found once for all the finders that ask."""
+    cdef Py_ssize_t i, k = 0, n = t.n
+    cdef const uint8_t* b = t.b
+    if t.n_words >= 0:
+        return 0
+    t.words = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    if t.words == NULL:
+        raise MemoryError()
+    for i in range(n - 1):                  # without a branch: word boundaries come too irregularly to guess
+        t.words[k] = i
+        k += (_ASCII_WORD[b[i - 1]] ^ 1) & (_PAIRS[b[i] << 8 | b[i + 1]] != 0)
+    t.n_words = k
+    return 0
+
+
+cdef Py_ssize_t _places(Text* t, uint8_t ch, Py_ssize_t off, Py_ssize_t end) except -1:
+    """Each i in [0, end) with ch at i + off, ascending, into t.places (how many): the only places a finder
+    that looks for ch there need look (found with memchr instead of a look at every place)."""
+    cdef const uint8_t* hit
+    cdef Py_ssize_t j = off, i, k = 0
+    if t.places == NULL:
+        t.places = <int64_t*> malloc((t.n + 2) * sizeof(int64_t))
+        if t.places == NULL:
+            raise MemoryError()
+    while j < t.n:
+        hit = <const uint8_t*> memchr(t.b + j, ch, t.n - j)
+        if hit == NULL:
+            break
+        j = hit - t.b
+        i = j - off
+        if i >= end:
+            break
+        if i >= 0:
+            t.places[k] = i
+            k += 1
+        j += 1
+    return k
 
 
 cdef bint _has(Text* t, const char* lit):
@@ -512,7 +572,7 @@ FINDERS = {"find_url": F_URL, "find_uuid": F_UUID, "find_hex": F_HEX, "find_week
 
 
 cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
-    cdef Py_ssize_t n = t.n, i, j, u
+    cdef Py_ssize_t n = t.n, i, j, u, e, k, q
     cdef uint8_t c, cls
     cdef const uint8_t* b = t.b
     if fid == F_URL:
@@ -522,8 +582,9 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
         while i >= 0:
             _push(v, i)
             i = _next(t, i + 1, b"http")
-    elif fid == F_UUID:
-        for i in range(n - 35):
+    elif fid == F_UUID:                    # from each "-": the one at i + 8
+        for q in range(_places(t, 45, 8, n - 35)):
+            i = t.places[q]
             if C(t, i + 8) == 45 and C(t, i + 13) == 45 and C(t, i + 18) == 45 and C(t, i + 23) == 45:
                 for j in range(36):
                     if j != 8 and j != 13 and j != 18 and j != 23 and not HEX(t, i + j):
@@ -532,44 +593,69 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
                     _push(v, i)
     elif fid == F_HEX or fid == F_EPOCH:      # runs of 16 hex characters, of 10 digits starting with "1"
         cls = 2 if fid == F_HEX else 1
-        i = 0
+        k = 16 if fid == F_HEX else 10
+        # A run of k or more holds one of every k-th character: look there only, then take its whole run.
+        i = k - 1
+        j = 0                                  # where the last run taken ended
         while i < n:
-            if _CLASS[b[i]] & cls:
-                j = i + 1
-                while j < n and _CLASS[b[j]] & cls:
-                    j += 1
-                if fid == F_HEX and j - i >= 16 or fid == F_EPOCH and j - i >= 10 and b[i] == 49:
-                    _push(v, i)
-                i = j
-            else:
-                i += 1
+            if not (_CLASS[b[i]] & cls):
+                i += k
+                continue
+            u = i
+            while u > j and _CLASS[b[u - 1]] & cls:
+                u -= 1
+            e = i + 1
+            while e < n and _CLASS[b[e]] & cls:
+                e += 1
+            if fid == F_HEX and e - u >= 16 or fid == F_EPOCH and e - u >= 10 and b[u] == 49:
+                _push(v, u)
+            j = e
+            i = e + k
     elif fid == F_WEEKDAY:
         if not _has_digit(t):
             return 0
-        for i in range(n):
+        _word_starts(t)
+        for j in range(t.n_words):
+            i = t.words[j]
             if _any_at(t, i, _WEEKDAYS, 7, B_WEEKDAY):
-                _push(v, i)
+                # The name ends where its letters do; then \.?,?[ \t]+ must follow.
+                u = i + 3
+                while LOW(t, u):
+                    u += 1
+                if C(t, u) == 46:
+                    u += 1
+                if C(t, u) == 44:
+                    u += 1
+                if C(t, u) == 32 or C(t, u) == 9:
+                    _push(v, i)
     elif fid == F_ISO:
-        for i in range(n - 9):
+        for q in range(_places(t, 45, 4, n - 9)):
+            i = t.places[q]
             if C(t, i + 4) == 45 and C(t, i + 7) == 45 and _digits_at(t, i, 4) and _digits_at(t, i + 5, 2) \
                     and _digits_at(t, i + 8, 2):
                 _push(v, i)
     elif fid == F_ISO_BASIC:
-        for i in range(n - 12):
+        for q in range(_places(t, 116, 8, n - 12)):
+            i = t.places[q]
             if C(t, i + 8) == 116 and _digits_at(t, i, 8) and _digits_at(t, i + 9, 4):
                 _push(v, i)
     elif fid == F_YMD:
-        for i in range(n - 5):
+        for q in range(_places(t, 47, 4, n - 5)):
+            i = t.places[q]
             if C(t, i + 4) == 47 and _digits_at(t, i, 4) and D(t, i + 5):
                 _push(v, i)
     elif fid == F_SLASH or fid == F_TIME:   # "D/D" and "D:DD": a match starts at the digit or one before
-        for i in range(n):
+        for q in range(_places(t, 47 if fid == F_SLASH else 58, 1, n)):
+            i = t.places[q]
             if fid == F_SLASH and C(t, i + 1) == 47 and D(t, i) and D(t, i + 2) \
                     or fid == F_TIME and C(t, i + 1) == 58 and D(t, i) and D(t, i + 2) and D(t, i + 3):
                 _push(v, i - 1)
                 _push(v, i)
     elif fid == F_DOTTED:
-        for i in range(3, n):
+        for q in range(_places(t, 46, 0, n)):
+            i = t.places[q]
+            if i < 3:
+                continue
             if C(t, i) == 46 and _digits_at(t, i + 1, 4) and D(t, i - 1) and (C(t, i - 2) == 46 or C(t, i - 3) == 46):
                 _push(v, i - 5)
                 _push(v, i - 4)
@@ -577,15 +663,20 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
     elif fid == F_MDY or fid == F_SYSLOG:
         if fid == F_MDY and not _has_year(t) or fid == F_SYSLOG and not _has_clock(t):
             return 0
-        for i in range(n - 3):
-            if _month_then(t, i, 1 if fid == F_MDY else 2):
+        _word_starts(t)
+        for j in range(t.n_words):
+            i = t.words[j]
+            if i < n - 3 and _month_then(t, i, 1 if fid == F_MDY else 2):
                 _push(v, i)
     elif fid == F_DMY:
         if not _has_year(t):
             return 0
-        for i in range(n):
-            if D(t, i) and (C(t, i + 1) == 32 and LOW(t, i + 2) or D(t, i + 1) and C(t, i + 2) == 32 and LOW(t, i + 3)):
-                _push(v, i)
+        for q in range(_places(t, 32, 0, n)):
+            u = t.places[q]      # from each space: the one or two digits before it
+            if LOW(t, u + 1) and D(t, u - 1):
+                if D(t, u - 2):
+                    _push(v, u - 2)
+                _push(v, u - 1)
     elif fid == F_AGO:
         i = -1
         while True:
@@ -601,23 +692,26 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
                 while j and D(t, j - 1):
                     j -= 1
                 _push(v, j)
-            for j in range(back, -1, -1):      # a quantity word (and its space) of up to `back` characters
-                _push(v, u - j)
+            for j in range(back, -1, -1):      # a quantity word (and its space) of up to `back` characters,
+                if u - j >= 0 and not _ASCII_WORD[C(t, u - j - 1)]:    # where \b can hold before it
+                    _push(v, u - j)
     elif fid == F_RELATIVE or fid == F_SCORE:
         if fid == F_SCORE and not (_has(t, b":") or _has(t, b"=")):
             return 0
-        for i in range(n):
+        _word_starts(t)
+        for j in range(t.n_words):
+            i = t.words[j]
             if fid == F_SCORE and _any_at(t, i, _SCORES, 7, B_SCORE) \
                     or fid == F_RELATIVE and _any_at(t, i, _RELATIVE, 4, B_RELATIVE):
                 _push(v, i)
     elif fid == F_LINE_NUMBER:
         if not (_has(t, b":") or _has(t, b"|")):
             return 0
-        for i in range(n):
-            if i == 0 or C(t, i - 1) == 10:
-                c = C(t, i)
-                if 48 <= c <= 57 or c == 32 or c == 9:
-                    _push(v, i)
+        for q in range(_places(t, 10, 0, n) + 1):      # at the start and after each newline
+            i = 0 if q == 0 else t.places[q - 1] + 1
+            c = C(t, i)
+            if i < n and (48 <= c <= 57 or c == 32 or c == 9):
+                _push(v, i)
     else:
         raise ValueError(f"no compiled finder {fid}")
     _sort(v)
@@ -656,6 +750,7 @@ _NEEDS[:] = [0, H_DASH, H_DIGIT, H_DIGIT, H_DASH | H_DIGIT, H_T | H_DIGIT, H_DIG
              H_SLASH | H_DIGIT, H_DOT | H_DIGIT, H_DIGIT, H_DIGIT, H_COLON | H_DIGIT, H_COLON | H_DIGIT, 0, 0, 0, 0]
 
 
+cdef int _ALL_NEEDS = H_DIGIT | H_DASH | H_SLASH | H_DOT | H_COLON | H_T   # _NEEDS together
 cdef uint8_t _HOLDS[256]     # per character: the bit of what finders need (_NEEDS) that it gives
 for _c, _bit in ((45, H_DASH), (47, H_SLASH), (46, H_DOT), (58, H_COLON), (61, H_EQUALS), (124, H_PIPE),
                  (116, H_T), *((_d, H_DIGIT) for _d in range(48, 58))):
@@ -680,8 +775,10 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
     _open(&t, text)
     v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
     try:
-        for k in range(t.n):
+        for k in range(t.n):                 # what the text holds, until it holds all that any finder needs
             held |= _HOLDS[t.b[k]]
+            if held & _ALL_NEEDS == _ALL_NEEDS:
+                break
         for i in range(step, n_f):
             fid = finders[i]
             if _NEEDS[fid] & held != _NEEDS[fid]:
@@ -693,4 +790,786 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
         return n_f, None
     finally:
         free(v.at)
+        free(t.words)
+        free(t.places)
         free(t.owned)
+
+
+# ------------------------------------------------------ masks, applied ---
+# The whole of _fast_masks.FastMasks._apply_compiled in one call: the finders
+# (above) say where each mask could match, and the match itself is decided
+# at each place, left to right, as `sub` does. For the masks with the most
+# matches, that decision is a C matcher written for exactly its pattern (the
+# same end as `pattern.match(text, p)`, and the end of its kept groups, or
+# no match; match_at shows it, tests/core/novelty/test_novelty_compiled.py
+# holds it to `re` at every position of drawn text); the others still ask
+# `re`. Each matcher below repeats its pattern from normalization.MASKS and
+# says why its greedy choices need no backtracking where they need none.
+
+cdef extern from "Python.h":
+    bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
+    bint Py_UNICODE_ISDECIMAL(Py_UCS4 ch) nogil
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+cdef enum:
+    X_RE, X_URL, X_UUID, X_HEX, X_ISO, X_MDY, X_DMY, X_SCORE, X_LINE
+
+EXACT = {"find_url": X_URL, "find_uuid": X_UUID, "find_hex": X_HEX, "find_iso_date": X_ISO,
+         "find_month_day_year": X_MDY, "find_day_month_year": X_DMY, "find_score": X_SCORE,
+         "find_line_number": X_LINE}
+"""The finders whose mask has a C matcher here, by name (the rest ask `re`)."""
+
+cdef Py_UCS4 NOCH = 0x110000     # past either end of the text: no character
+
+
+cdef struct U:
+    int kind
+    void* data
+    Py_ssize_t n
+
+
+cdef inline Py_UCS4 CH(U* u, Py_ssize_t i) noexcept nogil:
+    if i < 0 or i >= u.n:
+        return NOCH
+    return PyUnicode_READ(u.kind, u.data, i)
+
+
+cdef inline bint W(U* u, Py_ssize_t i) noexcept nogil:
+    """re's \\w (str patterns): alphanumeric or "_"; nothing past the ends."""
+    cdef Py_UCS4 c = CH(u, i)
+    if c < 128:
+        return 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c == 95
+    return c != NOCH and Py_UNICODE_ISALNUM(c)
+
+
+cdef inline bint DD(U* u, Py_ssize_t i) noexcept nogil:
+    """re's \\d (str patterns): a decimal digit."""
+    cdef Py_UCS4 c = CH(u, i)
+    if c < 128:
+        return 48 <= c <= 57
+    return c != NOCH and Py_UNICODE_ISDECIMAL(c)
+
+
+cdef inline bint SP(U* u, Py_ssize_t i) noexcept nogil:
+    """re's \\s (str patterns)."""
+    cdef Py_UCS4 c = CH(u, i)
+    return c != NOCH and Py_UNICODE_ISSPACE(c)
+
+
+cdef inline bint LIT(U* u, Py_ssize_t i, const char* lit) noexcept nogil:
+    cdef Py_ssize_t j = 0
+    while lit[j]:
+        if CH(u, i + j) != <Py_UCS4> (<uint8_t> lit[j]):
+            return 0
+        j += 1
+    return 1
+
+
+cdef inline bint AZ(U* u, Py_ssize_t i) noexcept nogil:
+    cdef Py_UCS4 c = CH(u, i)
+    return 97 <= c <= 122
+
+
+cdef inline bint HX(U* u, Py_ssize_t i) noexcept nogil:
+    cdef Py_UCS4 c = CH(u, i)
+    return 48 <= c <= 57 or 97 <= c <= 102
+
+
+cdef inline bint DIGITS(U* u, Py_ssize_t i, int k) noexcept nogil:
+    cdef int j
+    for j in range(k):
+        if not DD(u, i + j):
+            return 0
+    return 1
+
+
+cdef inline Py_ssize_t _month3(U* u, Py_ssize_t i) noexcept nogil:
+    """(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]* at i: where it ends (greedy), or -1.
+    ("sept" is "sep" and [a-z]*.)"""
+    cdef int j
+    for j in range(12):
+        if LIT(u, i, _MONTHS[j]):
+            i += 3
+            while AZ(u, i):
+                i += 1
+            return i
+    return -1
+
+
+cdef inline Py_ssize_t _year_end(U* u, Py_ssize_t q) noexcept nogil:
+    """,? \\d{4}\\b at q: its end, or -1. (The comma taken first; without it a comma cannot be the space.)"""
+    if CH(u, q) == 44:
+        q += 1
+    if CH(u, q) == 32 and DIGITS(u, q + 1, 4) and not W(u, q + 5):
+        return q + 5
+    return -1
+
+
+cdef inline bint _iso_end_ok(U* u, Py_ssize_t e) noexcept nogil:
+    # \b at e: what comes before e is a digit or "z" (a word character) in every branch.
+    return not W(u, e)
+
+
+cdef Py_ssize_t _iso_zone_then(U* u, Py_ssize_t x) noexcept nogil:
+    """(?:z|[+-]\\d{2}:?\\d{2})?\\b at x, in re's order (the zone first, then none): the end, or -1."""
+    cdef Py_UCS4 c = CH(u, x)
+    cdef Py_ssize_t z = -1
+    if c == 122:
+        z = x + 1
+    elif (c == 43 or c == 45) and DIGITS(u, x + 1, 2):
+        if CH(u, x + 3) == 58 and DIGITS(u, x + 4, 2):       # the colon taken first
+            z = x + 6
+        elif DIGITS(u, x + 3, 2):                             # (taken or not, only one of these fits)
+            z = x + 5
+    if z >= 0 and _iso_end_ok(u, z):
+        return z
+    if _iso_end_ok(u, x):
+        return x
+    return -1
+
+
+cdef Py_ssize_t _exact(int xid, U* u, Py_ssize_t p, Py_ssize_t* kept) noexcept nogil:
+    """Where pattern.match(text, p) ends for the mask of matcher xid, or -1
+    (no match); kept: where its kept groups end (url, score)."""
+    cdef Py_ssize_t q, r, s, e, L, k
+    cdef Py_UCS4 c
+    cdef int j, d
+    if xid == X_URL:
+        # (https?://[^\s?#\"'<>]+)[?#][^\s\"'<>]*  -- the class of group 1 holds neither "?" nor "#", so a
+        # shorter group 1 would leave one of its own characters where [?#] must be.
+        if not LIT(u, p, b"http"):
+            return -1
+        q = p + 4
+        if CH(u, q) == 115:
+            q += 1
+        if not LIT(u, q, b"://"):
+            return -1
+        r = q = q + 3
+        while True:
+            c = CH(u, r)
+            if c == NOCH or c == 63 or c == 35 or c == 34 or c == 39 or c == 60 or c == 62 or SP(u, r):
+                break
+            r += 1
+        if r == q or not (c == 63 or c == 35):
+            return -1
+        kept[0] = r
+        r += 1
+        while True:
+            c = CH(u, r)
+            if c == NOCH or c == 34 or c == 39 or c == 60 or c == 62 or SP(u, r):
+                break
+            r += 1
+        return r
+    if xid == X_UUID:
+        # \b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b
+        if W(u, p - 1):
+            return -1
+        for j in range(36):
+            if j == 8 or j == 13 or j == 18 or j == 23:
+                if CH(u, p + j) != 45:
+                    return -1
+            elif not HX(u, p + j):
+                return -1
+        return -1 if W(u, p + 36) else p + 36
+    if xid == X_HEX:
+        # (?<!\d\.)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b  -- a shorter run than the longest
+        # ends before a hex character, a word character, so \b holds only after the longest.
+        if p >= 2 and DD(u, p - 2) and CH(u, p - 1) == 46:
+            return -1
+        if W(u, p - 1) or not HX(u, p):
+            return -1
+        r = p
+        d = 0
+        while HX(u, r):
+            d |= 1 if CH(u, r) >= 97 else 2
+            r += 1
+        if d != 3 or r - p < 16 or W(u, r):
+            return -1
+        return r
+    if xid == X_ISO:
+        # \b\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b  -- the
+        # optional parts tried as re tries them (taken before left out, \d+ longest first) until \b holds.
+        if W(u, p - 1) or not (DIGITS(u, p, 4) and CH(u, p + 4) == 45 and DIGITS(u, p + 5, 2)
+                               and CH(u, p + 7) == 45 and DIGITS(u, p + 8, 2)):
+            return -1
+        q = p + 10
+        c = CH(u, q)
+        if (c == 116 or c == 32) and DIGITS(u, q + 1, 2) and CH(u, q + 3) == 58 and DIGITS(u, q + 4, 2):
+            r = q + 6
+            if CH(u, r) == 58 and DIGITS(u, r + 1, 2):
+                s = r + 3
+                c = CH(u, s)
+                if (c == 46 or c == 44) and DD(u, s + 1):
+                    k = 0
+                    while DD(u, s + 1 + k):
+                        k += 1
+                    L = k
+                    while L >= 1:
+                        e = _iso_zone_then(u, s + 1 + L)
+                        if e >= 0:
+                            return e
+                        L -= 1
+                e = _iso_zone_then(u, s)
+                if e >= 0:
+                    return e
+            e = _iso_zone_then(u, r)
+            if e >= 0:
+                return e
+        return q if _iso_end_ok(u, q) else -1
+    if xid == X_MDY:
+        # \b MONTH[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b  -- a shorter [a-z]* leaves a letter where
+        # "." or " " must be; a "." left out is no space. \d{1,2} and the ordinal tried as re does.
+        if W(u, p - 1):
+            return -1
+        q = _month3(u, p)
+        if q < 0:
+            return -1
+        if CH(u, q) == 46:
+            q += 1
+        if CH(u, q) != 32:
+            return -1
+        q += 1
+        d = 2 if DIGITS(u, q, 2) else 1 if DD(u, q) else 0
+        while d >= 1:
+            r = q + d
+            if LIT(u, r, b"st") or LIT(u, r, b"nd") or LIT(u, r, b"rd") or LIT(u, r, b"th"):
+                e = _year_end(u, r + 2)
+                if e >= 0:
+                    return e
+            e = _year_end(u, r)
+            if e >= 0:
+                return e
+            d -= 1
+        return -1
+    if xid == X_DMY:
+        # \b\d{1,2} MONTH[a-z]*\.?,? \d{4}\b  -- as above; after one digit of two comes a digit, no space.
+        if W(u, p - 1):
+            return -1
+        d = 2 if DIGITS(u, p, 2) else 1 if DD(u, p) else 0
+        while d >= 1:
+            r = p + d
+            if CH(u, r) == 32:
+                q = _month3(u, r + 1)
+                if q >= 0:
+                    if CH(u, q) == 46:
+                        e = _year_end(u, q + 1)
+                        if e >= 0:
+                            return e
+                    e = _year_end(u, q)
+                    if e >= 0:
+                        return e
+            d -= 1
+        return -1
+    if xid == X_SCORE:
+        # \b(score|similarity|relevance|rank|ranking|distance|confidence|cosine)(\"?\s*[:=]\s*)-?\d+
+        # (?:\.\d+)?(?:e[-+]?\d+)?  -- the names tried in order (rank before ranking); every optional part
+        # is taken where it fits (no anchor follows), and where a part is left out what stands there cannot
+        # be what comes next.
+        if W(u, p - 1):
+            return -1
+        for j in range(8):
+            if not LIT(u, p, _SCORE_NAMES[j]):
+                continue
+            q = p + _SCORE_LENGTHS[j]
+            if CH(u, q) == 34:
+                q += 1
+            while SP(u, q):
+                q += 1
+            c = CH(u, q)
+            if not (c == 58 or c == 61):
+                continue
+            q += 1
+            while SP(u, q):
+                q += 1
+            kept[0] = q
+            r = q
+            if CH(u, r) == 45:
+                r += 1
+            if not DD(u, r):
+                continue
+            while DD(u, r):
+                r += 1
+            if CH(u, r) == 46 and DD(u, r + 1):
+                r += 1
+                while DD(u, r):
+                    r += 1
+            if CH(u, r) == 101:
+                s = r + 1
+                c = CH(u, s)
+                if (c == 45 or c == 43) and DD(u, s + 1):
+                    s += 1
+                if DD(u, s):
+                    while DD(u, s):
+                        s += 1
+                    r = s
+            return r
+        return -1
+    if xid == X_LINE:
+        # (?m)^[ \t]*\d+[ \t]*[:|][ \t]?  -- no class gives back a character the next could take.
+        if p > 0 and CH(u, p - 1) != 10:
+            return -1
+        r = p
+        while CH(u, r) == 32 or CH(u, r) == 9:
+            r += 1
+        if not DD(u, r):
+            return -1
+        while DD(u, r):
+            r += 1
+        while CH(u, r) == 32 or CH(u, r) == 9:
+            r += 1
+        c = CH(u, r)
+        if not (c == 58 or c == 124):
+            return -1
+        r += 1
+        if CH(u, r) == 32 or CH(u, r) == 9:
+            r += 1
+        return r
+    return -1
+
+
+cdef const char* _SCORE_NAMES[8]
+_SCORE_NAMES[:] = [b"score", b"similarity", b"relevance", b"rank", b"ranking", b"distance", b"confidence", b"cosine"]
+cdef int _SCORE_LENGTHS[8]
+_SCORE_LENGTHS[:] = [5, 10, 9, 4, 7, 8, 10, 6]
+
+
+cdef inline void _open_u(U* u, str text):
+    u.kind = PyUnicode_KIND(text)
+    u.data = PyUnicode_DATA(text)
+    u.n = PyUnicode_GET_LENGTH(text)
+
+
+def match_at(str name, str text, Py_ssize_t p):
+    """(end, kept end) of the C matcher of a finder's mask at p (kept end -1
+    where the mask keeps no group), or None: pattern.match(text, p)'s answer."""
+    cdef U u
+    cdef Py_ssize_t kept = -1, e
+    _open_u(&u, text)
+    e = _exact(EXACT[name], &u, p, &kept)
+    return None if e < 0 else (e, kept)
+
+
+def apply_table(list finders, list steps, str text, Py_ssize_t back):
+    """_fast_masks.FastMasks.apply on the compiled path: every mask of the
+    table in order, each tried where its finder says it could match. steps:
+    per mask (pattern, repl, kept, expand, exact): kept (k, tail) when the
+    match keeps its groups up to k, expand a function of the match for repl,
+    exact its C matcher (EXACT; 0: ask `re`)."""
+    cdef Py_ssize_t i = 0, n_f = len(finders), last, pos, p, e, start, kept_end, np_
+    cdef int xid
+    cdef U u
+    cdef list pieces
+    cdef bint plain
+    while True:
+        i, starts = next_starts(finders, i, text, back)
+        if starts is None:
+            return text
+        pattern, repl, kept, expand, xid = steps[i]
+        match = pattern.match
+        pieces = []
+        pos = last = 0
+        plain = False
+        _open_u(&u, text)
+        for p in starts:
+            if p < pos:
+                continue
+            if xid:
+                kept_end = -1
+                e = _exact(xid, &u, p, &kept_end)
+                if e < 0:
+                    continue
+                if kept is not None:
+                    start, r = kept_end, kept[1]
+                else:
+                    start, r = p, repl
+            else:
+                m = match(text, p)
+                if m is None:
+                    continue
+                e = m.end()
+                if e == p:          # an empty match: leave the subtleties to re
+                    plain = True
+                    break
+                if kept is not None:
+                    start, r = m.end(kept[0]), kept[1]
+                else:
+                    start, r = p, (repl if expand is None else expand(m))
+            pos = e
+            pieces.append(text[last:start])
+            pieces.append(r)
+            last = e
+        if plain:
+            text = pattern.sub(repl, text)
+        elif pieces:
+            pieces.append(text[last:])
+            text = "".join(pieces)
+        i += 1
+
+
+# ------------------------------------------------------- a round tallied ---
+# What _bulk_shingle_counts.tally_round counts with a dozen numpy calls and
+# the store's lookup (store.FingerprintStore), in one pass of C: the round's
+# shingles sorted once, each distinct one looked up in the store's tables
+# where it lies, the windows' and results' counts and the new passages taken
+# on the way. tally_round stays the definition (the pure path runs it);
+# tests/core/novelty/test_novelty_compiled.py holds the two to each other.
+
+cdef uint64_t _FIB = 0x9E3779B97F4A7C15ULL
+
+
+cdef struct Tab:
+    const uint64_t* keys      # buckets of 8 slots, flat; 0: empty
+    int shift
+    const uint64_t* over      # sorted: the keys whose bucket was full
+    Py_ssize_t n_over
+
+
+cdef inline bint _tab_has(Tab* t, uint64_t q) noexcept nogil:
+    """store._Table.contains for one key."""
+    cdef const uint64_t* row = t.keys + <Py_ssize_t> ((q * _FIB) >> t.shift) * 8
+    cdef int j
+    cdef Py_ssize_t lo, hi, mid
+    for j in range(8):
+        if row[j] == q:
+            return 1
+    if t.n_over and row[7] != 0:
+        lo, hi = 0, t.n_over
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if t.over[mid] < q:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo < t.n_over and t.over[lo] == q
+    return 0
+
+
+cdef int _tab_open(Tab* t, object keys, object over, int shift) except -1:
+    cdef const uint64_t[:, ::1] k = keys
+    cdef const uint64_t[::1] o = over
+    t.keys = &k[0, 0]
+    t.shift = shift
+    t.n_over = o.shape[0]
+    t.over = &o[0] if t.n_over else NULL
+    return 0
+
+
+cdef struct HI:
+    uint64_t h
+    int64_t i
+
+
+cdef extern from *:
+    """
+    #define IMPRINT_PREFETCH(p) __builtin_prefetch((const void*) (p))
+    """
+    void IMPRINT_PREFETCH(const void* p) nogil
+
+
+cdef inline const uint64_t* _tab_row(Tab* t, uint64_t q) noexcept nogil:
+    return t.keys + <Py_ssize_t> ((q * _FIB) >> t.shift) * 8
+
+
+cdef int _radix_sort(HI* a, HI* tmp, Py_ssize_t m) except -1 nogil:
+    """a sorted by h, stably (so equal h keep their order of i): LSD radix, a byte a pass."""
+    cdef Py_ssize_t count[256]
+    cdef Py_ssize_t i, c, total
+    cdef int shift
+    cdef HI* src = a
+    cdef HI* dst = tmp
+    cdef HI* sw
+    for shift in range(0, 64, 8):
+        memset(count, 0, sizeof(count))
+        for i in range(m):
+            count[(src[i].h >> shift) & 255] += 1
+        if count[(src[0].h >> shift) & 255] == m:      # every key has this byte alike: nothing to move
+            continue
+        total = 0
+        for c in range(256):
+            total, count[c] = total + count[c], total
+        for i in range(m):
+            c = (src[i].h >> shift) & 255
+            dst[count[c]] = src[i]
+            count[c] += 1
+        sw = src
+        src = dst
+        dst = sw
+    if src != a:
+        memcpy(a, src, m * sizeof(HI))
+    return 0
+
+
+cdef int _cmp_hi(const void* a, const void* b) noexcept nogil:
+    cdef const HI* x = <const HI*> a
+    cdef const HI* y = <const HI*> b
+    if x.h != y.h:
+        return (x.h > y.h) - (x.h < y.h)
+    return (x.i > y.i) - (x.i < y.i)
+
+
+def lookup(q, tables):
+    """FingerprintStore.lookup: (in_young, known) of the nonzero keys q.
+    tables: (young keys, young overflow, young shift, old keys, old overflow, old shift, old count)."""
+    cdef const uint64_t[::1] qs = q
+    cdef Py_ssize_t n = qs.shape[0], i
+    cdef Tab young, old
+    _tab_open(&young, tables[0], tables[1], tables[2])
+    _tab_open(&old, tables[3], tables[4], tables[5])
+    cdef bint use_old = tables[6] > 0
+    iy_arr = np.empty(n, np.bool_)
+    kn_arr = np.empty(n, np.bool_)
+    cdef uint8_t[::1] iy = iy_arr.view(np.uint8), kn = kn_arr.view(np.uint8)
+    for i in range(n):
+        iy[i] = _tab_has(&young, qs[i])
+        kn[i] = iy[i] or (use_old and _tab_has(&old, qs[i]))
+    return iy_arr, kn_arr
+
+
+def insert(keys, fill, q):
+    """store._Table.insert's placing (its growing is done before): each key
+    into a free slot of its bucket; the keys whose bucket is full, returned."""
+    cdef uint64_t[:, ::1] k = keys
+    cdef int64_t[::1] f = fill
+    cdef const uint64_t[::1] qs = q
+    cdef Py_ssize_t n = qs.shape[0], i, b, n_full = 0
+    cdef int shift = 64
+    cdef Py_ssize_t nb = k.shape[0]
+    while nb > 1:
+        nb >>= 1
+        shift -= 1
+    full_arr = np.empty(n, np.uint64)
+    cdef uint64_t[::1] full = full_arr
+    for i in range(n):
+        if i + 8 < n:                    # the bucket a few keys ahead fetched early: the tables outgrow the cache
+            b = <Py_ssize_t> ((qs[i + 8] * _FIB) >> shift)
+            IMPRINT_PREFETCH(&k[b, 0])
+            IMPRINT_PREFETCH(&f[b])
+        b = <Py_ssize_t> ((qs[i] * _FIB) >> shift)
+        if f[b] < 8:
+            k[b, f[b]] = qs[i]
+            f[b] += 1
+        else:
+            full[n_full] = qs[i]
+            n_full += 1
+    return full_arr[:n_full]
+
+
+def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold, lines, Py_ssize_t width):
+    """_bulk_shingle_counts.tally_round with the store's tables: (distinct,
+    in_young, known, new, new_shingles, sizes) as its Tally holds them."""
+    cdef const uint64_t[::1] sh = shingles
+    cdef const int64_t[::1] cn = np.ascontiguousarray(counts, np.int64)
+    cdef const uint8_t[::1] sn = np.ascontiguousarray(seen, np.bool_).view(np.uint8)
+    cdef const int64_t[::1] ow = np.ascontiguousarray(owner, np.int64)
+    cdef const int64_t[::1] ln
+    cdef bint has_lines = lines is not None
+    if has_lines:
+        ln = np.ascontiguousarray(lines, np.int64)
+    cdef Py_ssize_t n = cn.shape[0], w, i, j, m = 0, k, g, nd = 0, at
+    cdef Tab young, old
+    _tab_open(&young, tables[0], tables[1], tables[2])
+    _tab_open(&old, tables[3], tables[4], tables[5])
+    cdef bint use_old = tables[6] > 0
+    cdef Py_ssize_t total = sh.shape[0]
+    cdef HI* order = <HI*> malloc((total + 1) * sizeof(HI))
+    cdef HI* tmp = <HI*> malloc((total + 1) * sizeof(HI))
+    cdef int64_t* grp = <int64_t*> malloc((total + 1) * sizeof(int64_t))
+    cdef int64_t* win = <int64_t*> malloc((total + 1) * sizeof(int64_t))     # the window of each kept shingle
+    cdef int64_t* line = <int64_t*> malloc((total + 1) * sizeof(int64_t))
+    cdef uint8_t* known_at = <uint8_t*> malloc(total + 1)
+    cdef int64_t* last_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    cdef int64_t* known_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    cdef int64_t* last_r = <int64_t*> malloc((nv + 1) * sizeof(int64_t))
+    if order == NULL or win == NULL or line == NULL or known_at == NULL or last_w == NULL or known_w == NULL \
+            or last_r == NULL or tmp == NULL or grp == NULL:
+        free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
+        free(tmp); free(grp)
+        raise MemoryError()
+    sizes_arr = np.zeros(n, np.intp)
+    new_arr = np.zeros(n, np.bool_)
+    new_sh_arr = np.zeros(nv, np.intp)
+    cdef int64_t[::1] sizes = sizes_arr, new_sh = new_sh_arr
+    cdef uint8_t[::1] new = new_arr.view(np.uint8)
+    cdef uint64_t h
+    cdef bint kn, iy
+    cdef Py_ssize_t seg_start, seg_unknown, run
+    cdef uint64_t[::1] dv
+    cdef uint8_t[::1] iyv, knv
+    try:
+        # The kept shingles (of windows not seen before), in the windows' order.
+        at = 0
+        for w in range(n):
+            if sn[w]:
+                at += cn[w]
+                continue
+            for j in range(cn[w]):
+                order[m].h = sh[at]
+                order[m].i = m
+                win[m] = w
+                if has_lines:
+                    line[m] = ln[at]
+                m += 1
+                at += 1
+        if m:
+            _radix_sort(order, tmp, m)
+        for w in range(n):
+            last_w[w] = -1
+            known_w[w] = 0
+        for j in range(nv):
+            last_r[j] = -1
+        distinct_arr = np.empty(m, np.uint64)
+        iy_arr = np.empty(m, np.bool_)
+        kn_arr = np.empty(m, np.bool_)
+        dv = distinct_arr
+        iyv = iy_arr.view(np.uint8)
+        knv = kn_arr.view(np.uint8)
+        for k in range(m):                   # the distinct shingles, and the group of each
+            if k == 0 or order[k].h != order[k - 1].h:
+                dv[nd] = order[k].h
+                nd += 1
+            grp[k] = nd - 1
+        for g in range(nd):                  # looked up, the tables' rows a few keys ahead fetched early
+            if g + 8 < nd:
+                IMPRINT_PREFETCH(_tab_row(&young, dv[g + 8]))
+                if use_old:
+                    IMPRINT_PREFETCH(_tab_row(&old, dv[g + 8]))
+            iy = _tab_has(&young, dv[g])
+            iyv[g] = iy
+            knv[g] = iy or (use_old and _tab_has(&old, dv[g]))
+        for k in range(m):
+            g = grp[k]
+            kn = knv[g]
+            i = order[k].i
+            known_at[i] = kn
+            w = win[i]
+            if last_w[w] != g:               # the shingle's first time in this window
+                last_w[w] = g
+                sizes[w] += 1
+                if kn:
+                    known_w[w] += 1
+            j = ow[w]
+            if last_r[j] != g:               # ... and in this result
+                last_r[j] = g
+                if not kn:
+                    new_sh[j] += 1
+        for w in range(n):
+            new[w] = known_w[w] < threshold * sizes[w]
+        if has_lines and m:
+            # New passages (_bulk_shingle_counts.new_passages): a segment (one line's shingles in one
+            # window) of two or more, none known; or 2 * width unknown shingles in a row in one.
+            seg_start = 0
+            seg_unknown = 0
+            run = 0
+            for i in range(m):
+                if i == 0 or win[i] != win[i - 1] or line[i] != line[i - 1]:
+                    seg_start = i
+                    seg_unknown = 0
+                    run = 0
+                if not known_at[i]:
+                    seg_unknown += 1
+                    run += 1
+                    if run >= 2 * width:
+                        new[win[i]] = 1
+                else:
+                    run = 0
+                if (i + 1 == m or win[i + 1] != win[i] or line[i + 1] != line[i]) \
+                        and i - seg_start + 1 >= 2 and seg_unknown == i - seg_start + 1:
+                    new[win[i]] = 1
+    finally:
+        free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
+        free(tmp); free(grp)
+    return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, new_sh_arr.tolist(), sizes_arr
+
+
+# -------------------------------------------------------------- ocr noise ---
+OCR_NOISE_PATTERN = r"(?<![^\s\x00])(?:[^\w\s\x00<>]+|[^\W\d_ai])(?![^\s\x00])"
+"""The pattern ocr_noise() is written for (normalization.MASKS' ocr_noise); a
+table whose mask reads otherwise does not use it."""
+
+
+cdef inline bint _gap(Py_UCS4 c) noexcept nogil:
+    # What bounds a token: whitespace (re's \s) or a NUL.
+    return c == 0 or Py_UNICODE_ISSPACE(c)
+
+
+def ocr_noise(str text):
+    """re.sub(OCR_NOISE_PATTERN, "", text) in one pass: the pattern matches
+    only where a token (a run of characters bounded by whitespace, NULs or the
+    ends; the lookbehind holds nowhere else) starts, and only the whole
+    token (a shorter match would leave a token character where the lookahead
+    needs a gap): a token of symbols only (no word character, no < or >), or
+    one word character that is no decimal digit, "_", "a" or "i"."""
+    cdef U u
+    _open_u(&u, text)
+    cdef Py_ssize_t p = 0, e, last = 0, n = u.n
+    cdef Py_UCS4 c
+    cdef bint symbols
+    cdef list pieces = []
+    while p < n:
+        if _gap(CH(&u, p)):
+            p += 1
+            continue
+        e = p
+        symbols = True
+        while e < n:
+            c = CH(&u, e)
+            if _gap(c):
+                break
+            if symbols and (c == 60 or c == 62 or W(&u, e)):
+                symbols = False
+            e += 1
+        c = CH(&u, p)
+        if symbols or (e == p + 1 and W(&u, p) and not DD(&u, p) and c != 95 and c != 97 and c != 105):
+            pieces.append(text[last:p])
+            last = e
+        p = e
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def canonical_unit(str unit):
+    """fingerprints._canonical_unit: the unit's lines (split at "\\n"), each
+    its words (as str.split() gives them) joined by single spaces, the empty
+    lines left out, joined by "\\n"; one pass over its UTF-8, as shingled()
+    reads units."""
+    cdef Py_ssize_t n, i = 0, olen = 0
+    cdef const uint8_t* s = <const uint8_t*> PyUnicode_AsUTF8AndSize(unit, &n)
+    cdef uint8_t* out = <uint8_t*> malloc(n + 1)
+    cdef bint in_word = False, line_words = False, any_words = False
+    cdef uint8_t c
+    cdef int length
+    if out == NULL:
+        raise MemoryError()
+    try:
+        while i < n:
+            c = s[i]
+            if c < 0x80:
+                if c == 10:
+                    in_word = line_words = False
+                    i += 1
+                    continue
+                if _ascii_space(c):
+                    in_word = False
+                    i += 1
+                    continue
+                length = 1
+            elif _utf8_space(s, i, n, &length):
+                in_word = False
+                i += length
+                continue
+            if not in_word:               # a word starts: its separator first
+                if line_words:
+                    out[olen] = 32
+                    olen += 1
+                elif any_words:
+                    out[olen] = 10
+                    olen += 1
+                line_words = in_word = any_words = True
+            memcpy(out + olen, s + i, length)
+            olen += length
+            i += length
+        return out[:olen].decode("utf-8")
+    finally:
+        free(out)

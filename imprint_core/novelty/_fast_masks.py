@@ -116,6 +116,23 @@ class FastMasks:
         # of normalization.normalize_units either.
         self.vetted = all(m.finder is not PLAIN_SUB for m in self.masks)
         self.compiled_steps = _compiled_steps(self.masks)
+        self._ocr = self._ocr_noise_only()
+        if self.compiled_steps is not None:   # per mask: what the extension's apply_table needs
+            exact = self.compiled_steps[2]
+            self._table = [(p, r, k, e, x) for (p, r, _, k, e), x in zip(self._steps, exact)]
+        # A table whose first masks have compiled finders and whose others do not (the `ocr` profile: the
+        # default's, then ocr_noise): those first on the compiled path, then the others as they go. The
+        # masks apply one after another, so the two halves in turn are the whole table.
+        head = _compiled_head(self.masks)
+        self._halves = (FastMasks(self.masks[:head]), FastMasks(self.masks[head:])) if 0 < head < len(self.masks) \
+            else None
+
+    def _ocr_noise_only(self) -> bool:
+        """Whether this table is the ocr_noise mask alone, as the extension's ocr_noise() is written for it."""
+        built = accel.built
+        return (built is not None and len(self.masks) == 1 and self.masks[0].repl == ""
+                and self.masks[0].pattern.pattern == getattr(built, "OCR_NOISE_PATTERN", None)
+                and self.masks[0].pattern.flags == re.UNICODE)
 
     def plain(self, text: str) -> str:
         for m in self.masks:
@@ -126,7 +143,9 @@ class FastMasks:
         """apply, with each finder's compiled twin: no shapes to keep. The
         extension walks the table to the next mask that could match (one call
         where most texts match none)."""
-        finders, back = self.compiled_steps
+        finders, back, _ = self.compiled_steps
+        if hasattr(ext, "apply_table"):
+            return ext.apply_table(finders, self._table, text, back)
         steps = self._steps
         i = 0
         while True:
@@ -150,6 +169,10 @@ class FastMasks:
                     return self.plain(text)     # a non-ASCII digit: the shapes would not see it
         if accel.ext is not None and self.compiled_steps is not None:
             return self._apply_compiled(text, accel.ext)
+        if accel.ext is not None and self._halves is not None:
+            return self._halves[1].apply(self._halves[0].apply(text))
+        if accel.ext is not None and self._ocr:
+            return accel.ext.ocr_noise(text)
         shape = Shape(text)
         drop_hex = self._drop_hex_at
         for step, (pattern, repl, finder, kept, expand) in enumerate(self._steps):
@@ -172,9 +195,22 @@ class FastMasks:
         return shape.text
 
 
-def _compiled_steps(masks: Sequence) -> tuple[list[int], int] | None:
-    """Each mask's compiled finder, and find_ago's look-back; None unless
-    every mask has a compiled finder (or the extension is not built)."""
+def _compiled_head(masks: Sequence) -> int:
+    """How many of the first masks have a compiled finder (0 where the extension is not built)."""
+    if accel.built is None:
+        return 0
+    ids = accel.built.FINDERS
+    named = {fn for name, fn in vars(finders).items() if name in ids}
+    k = 0
+    while k < len(masks) and masks[k].finder in named:
+        k += 1
+    return k
+
+
+def _compiled_steps(masks: Sequence) -> tuple[list[int], int, list[int]] | None:
+    """Each mask's compiled finder, find_ago's look-back, and each mask's C
+    matcher (0: `re` decides); None unless every mask has a compiled finder
+    (or the extension is not built)."""
     if accel.built is None:
         return None
     ids = accel.built.FINDERS
@@ -182,4 +218,6 @@ def _compiled_steps(masks: Sequence) -> tuple[list[int], int] | None:
     if not all(m.finder in by_finder for m in masks):
         return None
     back = max(len(w) + 1 for w in finders.AGO_WORDS)   # find_ago: the longest quantity word and its space
-    return [by_finder[m.finder] for m in masks], back
+    exact = getattr(accel.built, "EXACT", {})
+    names = {fn: name for name, fn in vars(finders).items() if name in ids}
+    return [by_finder[m.finder] for m in masks], back, [exact.get(names[m.finder], 0) for m in masks]

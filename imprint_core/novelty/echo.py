@@ -52,6 +52,7 @@ import numpy as np
 import xxhash
 
 from .fingerprints import Lines, _canonical_unit
+from .segmentation import last_parsed
 from ._memo import shared
 from .normalization import normalize
 
@@ -393,10 +394,12 @@ def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | Non
         s = html.unescape(_TAG.sub(" ", _HTML_SKIP.sub(" ", s))).strip()
         return not s or _empty_phrase(s, echoes)
     if s[0] in "[{\"" or s == "null":
-        try:
-            value = json.loads(s)
-        except (ValueError, RecursionError):   # not JSON (or nested too deep to be a plain answer)
-            value = _NOT_JSON
+        value = last_parsed(s, _NOT_PARSED)    # segment() parsed this very text a moment ago: read it
+        if value is _NOT_PARSED:
+            try:
+                value = json.loads(s)
+            except (ValueError, RecursionError):   # not JSON (or nested too deep to be a plain answer)
+                value = _NOT_JSON
         if value is not _NOT_JSON:
             try:
                 return _empty(value, echoes) or _counts_of_nothing(value) or _lists_of_nothing(value, echoes)
@@ -406,6 +409,7 @@ def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | Non
 
 
 _NOT_JSON = object()
+_NOT_PARSED = object()
 
 
 def _empty_phrase(s: str, echoes: Echoes | None) -> bool:

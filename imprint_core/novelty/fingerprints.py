@@ -167,6 +167,17 @@ _NOT_CANONICAL = ("  ", " \n", "\n ", "\n\n")
 
 
 def _canonical_unit(u: str) -> str:
+    ext = accel.ext
+    if ext is not None:     # the same text, in one pass of the extension
+        try:
+            return ext.canonical_unit(u)
+        except UnicodeEncodeError:   # a lone surrogate has no UTF-8
+            pass
+    return _canonical_unit_plain(u)
+
+
+def _canonical_unit_plain(u: str) -> str:
+    """A unit's canonical lines, by definition."""
     return "\n".join(filter(None, (" ".join(line.split()) for line in u.split("\n"))))
 
 

@@ -53,7 +53,7 @@ import numpy as np
 import xxhash
 
 from . import neardup
-from ._bulk_shingle_counts import round_union, tally_round
+from ._bulk_shingle_counts import round_union, tally_store
 from .echo import Echoes, echoes_of, evidence_free, template_lines
 from ._memo import frozen, shared
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
@@ -291,7 +291,7 @@ class NoveltyTracker:
             return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
                                 unique(extra), sketches, templates, tuple(normed))
         # Any other is new below the containment threshold.
-        t = tally_round(shingles, counts, seen, owner, nv, self._shingles.lookup, cfg.containment_threshold,
+        t = tally_store(shingles, counts, seen, owner, nv, self._shingles, cfg.containment_threshold,
                         lines, cfg.shingle_words)
         new = t.new & ~seen
         new_per_result = np.bincount(owner[new], minlength=nv).tolist()

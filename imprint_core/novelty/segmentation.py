@@ -9,13 +9,37 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 from ._memo import shared
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # json.dumps(item, ensure_ascii=False, sort_keys=True), built once. What
 # json.loads gives cannot be circular, so the check for it is left out.
-_encode_item = json.JSONEncoder(ensure_ascii=False, sort_keys=True, check_circular=False).encode
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, check_circular=False)
+try:   # the C encoder JSONEncoder.encode makes on every call (for an item that is not a str), made once
+    from _json import make_encoder as _c_make_encoder
+    _c_iterencode = _c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None,
+                                    _ENCODER.key_separator, _ENCODER.item_separator, True, False, True)
+except ImportError:  # pragma: no cover - CPython has it
+    _c_iterencode = None
+
+
+def _encode_item(item) -> str:
+    if _c_iterencode is None or isinstance(item, str):
+        return _ENCODER.encode(item)
+    return "".join(_c_iterencode(item, 0))
+_last = threading.local()   # the text segment() last parsed as JSON, and what it gave
+
+
+def last_parsed(text: str, missing: object) -> object:
+    """What json.loads(text) gave when segment() last parsed it on this
+    thread (echo.evidence_free reads the same result's text next), else
+    `missing`. Read only: the value is segment()'s own."""
+    got = getattr(_last, "parsed", None)
+    if got is not None and (got[0] is text or got[0] == text):
+        return got[1]
+    return missing
 
 
 @shared(key=lambda text: text, size=len, copy=list)
@@ -28,6 +52,8 @@ def segment(text: str) -> list[str]:
             items = json.loads(stripped)
         except (ValueError, RecursionError):   # nested too deep for the parser: plain text
             items = None
+        else:
+            _last.parsed = (stripped, items)
         if isinstance(items, list):
             encode = _encode_item
             return [i if isinstance(i, str) else encode(i) for i in items]

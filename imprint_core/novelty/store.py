@@ -14,6 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
+from . import accel
 from .fingerprints import as_fingerprints
 
 
@@ -99,6 +100,12 @@ class _Table:
         if self.count + q.size > self.keys.size * self.GROW_LOAD:
             self._grow(self.count + q.size)
         self.count += q.size
+        ext = accel.ext
+        if ext is not None:                     # the same keys held, placed by the extension in one pass
+            full = ext.insert(self.keys, self.fill, q)
+            if full.size:
+                self.overflow = np.sort(np.concatenate((self.overflow, full)))
+            return
         b = self._bucket(q)
         flat, fill = self.flat, self.fill
         while q.size:
@@ -146,9 +153,17 @@ class FingerprintStore:
     def __contains__(self, h: int) -> bool:
         return bool(self.lookup(as_fingerprints([h]))[1].any())
 
+    def tables(self) -> tuple:
+        """The two generations' arrays, as the extension reads them (_compiled.lookup, tally)."""
+        y, o = self._young, self._old
+        return y.keys, y.overflow, int(y.shift), o.keys, o.overflow, int(o.shift), o.count
+
     def lookup(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For nonzero fingerprints q: which the young generation holds, and
         which either generation holds."""
+        ext = accel.ext
+        if ext is not None and q.size:
+            return ext.lookup(np.ascontiguousarray(q, np.uint64), self.tables())
         in_young = self._young.contains(q)
         known = in_young
         if self._old.count:

@@ -77,6 +77,23 @@ def test_segment_json_hits_and_paragraphs():
     assert segment("   ") == []
 
 
+def test_an_empty_read_is_judged_alike_whether_segment_parsed_its_text_first():
+    """evidence_free reads the JSON that segment() just parsed from the same
+    text (segmentation.last_parsed) instead of parsing it again: the same
+    answer as parsing it afresh, and never another text's."""
+    from imprint_core.novelty.echo import evidence_free
+    from imprint_core.novelty import segmentation
+    empty, full = '[{"title": "", "items": []}]', '[{"title": "a real hit", "items": [1]}]'
+    fresh = {t: evidence_free.plain(t, None) for t in (empty, full)}
+    assert fresh == {empty: True, full: False}
+    for first, then in ((empty, empty), (empty, full), (full, empty), (full, " " + full + "\n")):
+        segment.plain(first)
+        assert evidence_free.plain(then, None) == fresh[then.strip()]
+    segment.plain(full)
+    assert segmentation.last_parsed(full, None) == json.loads(full)
+    assert segmentation.last_parsed(empty, None) is None
+
+
 # ---- the tracker ------------------------------------------------------------------
 def test_new_evidence_is_progress_and_the_same_is_not():
     t = NoveltyTracker()

@@ -146,6 +146,120 @@ def test_every_compiled_finder_finds_every_match_of_its_pattern(text):
         assert set(starts) <= found, (mask.pattern.pattern, t, sorted(set(starts) - found))
 
 
+def _exact_masks():
+    """The default profile's masks that the extension decides in C (its EXACT matchers), by finder name."""
+    return {m.finder.__name__: m for m in nz.masks_of("default") if m.finder.__name__ in accel.built.EXACT}
+
+
+def _same_match_everywhere(t: str, exact: dict) -> None:
+    for name, mask in exact.items():
+        for p in range(len(t) + 1):
+            m = mask.pattern.match(t, p)
+            want = None if m is None else (m.end(), m.end(mask.kept_groups) if mask.kept_groups else -1)
+            assert accel.built.match_at(name, t, p) == want, (mask.pattern.pattern, t, p)
+
+
+@needs_compiled
+@pytest.mark.parametrize("shape", range(len(SHAPES)))
+def test_every_c_matcher_ends_where_re_does_on_every_near_miss(shape):
+    """A mask decided in C (_compiled.apply_table) matches where `re` does, at
+    every position, with the same end and kept groups: on every near miss."""
+    exact = _exact_masks()
+    for core in near_misses(SHAPES[shape]):
+        for text in (core, f"x {core} y", f"{core}\n{core}", f"é{core}_"):
+            _same_match_everywhere(text.casefold(), exact)
+
+
+@needs_compiled
+@hsettings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text_st)
+def test_every_c_matcher_ends_where_re_does(text):
+    """... and on drawn text (non-ASCII digits included: the matchers read
+    digits, word characters and spaces as `re` does)."""
+    _same_match_everywhere(text.casefold(), _exact_masks())
+
+
+def _store_pair(rng, universe, capacity):
+    """Two stores fed the same batches, one on each path (their buckets, overflow and generations)."""
+    from imprint_core.novelty.store import FingerprintStore
+    stores = {}
+    batches = [np.unique(rng.choice(universe, size=rng.integers(0, universe.size + 1)))
+               for _ in range(rng.integers(0, 4))]
+    for path in PATHS:
+        with on_path(path):
+            store = FingerprintStore(capacity)
+            for b in batches:
+                store.add_all(b)
+            stores[path] = store
+    return stores
+
+
+@needs_compiled
+@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 80), capacity=st.sampled_from([4, 16, 64, 4096]),
+       threshold=st.sampled_from([0.5, 0.8, 1.0]), width=st.integers(1, 5), with_lines=st.booleans())
+def test_a_round_tallied_in_one_call_is_tallied_as_by_numpy(seed, size, capacity, threshold, width, with_lines):
+    """_compiled.tally (the round's counts, the store looked up in C) gives
+    tally_round's Tally, and the extension's store insert and lookup hold the
+    same keys as numpy's: on stores small enough that buckets fill and
+    generations turn over, with repeated shingles within and across windows."""
+    from imprint_core.novelty._bulk_shingle_counts import tally_round
+    rng = np.random.default_rng(seed)
+    universe = np.unique(rng.integers(1, 2**64 - 1, size=size, dtype=np.uint64))
+    stores = _store_pair(rng, universe, capacity)
+    probe = np.concatenate((universe, rng.integers(1, 2**64 - 1, size=8, dtype=np.uint64)))
+    for path in PATHS:
+        with on_path(path):
+            for other in PATHS:
+                _same_arrays(stores[path].lookup(probe)[1], stores[other]._young.contains(probe)
+                             | (stores[other]._old.contains(probe) if stores[other]._old.count else False))
+    store = stores["pure"]
+    n = int(rng.integers(1, 12))
+    counts = rng.integers(0, 9, size=n)
+    seen = rng.random(n) < 0.2
+    owner = np.sort(rng.integers(0, 3, size=n))
+    shingles = rng.choice(universe, size=int(counts.sum()))
+    lines = np.cumsum(rng.random(shingles.size) < 0.3).astype(np.intp) if with_lines else None
+    if seen.all() or not counts[~seen].any():
+        return
+    with on_path("pure"):
+        want = tally_round(shingles, counts, seen, owner, 3, store.lookup, threshold, lines, width)
+    got = accel.built.tally(shingles, counts, seen, owner, 3, store.tables(), threshold, lines, width)
+    for field, a, b in zip(want._fields, got, want):
+        if isinstance(b, list):
+            assert a == b, field
+        else:
+            _same_arrays(np.asarray(a), np.asarray(b))
+
+
+OCR_ODD = ["a", "i", "b", "_", "<", ">", "<id>", "|", "~", "--", "\u2022", "\u00b2", "\u0663", "\u00e9", "x1", "1",
+           "\x00", " ", "\n", "\t", "\u2028", "\x1c", "\xa0", "\u3000", "..", "a.", "\u0301"]
+
+
+@needs_compiled
+@hsettings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text_st | st.lists(st.sampled_from(OCR_ODD), max_size=30).map("".join))
+def test_the_ocr_noise_mask_in_one_pass_is_the_regex(text):
+    """_compiled.ocr_noise (the `ocr` profile's last mask, which has no
+    finder) gives the pattern's sub on drawn text, and the `ocr` profile
+    (the default's masks on the compiled path, then ocr_noise) the plain masks."""
+    mask = next(m for m in nz.MASKS if m.category == "ocr_noise")
+    assert accel.built.ocr_noise(text) == mask.pattern.sub(mask.repl, text)
+    t = text.casefold()
+    with on_path("compiled"):
+        assert nz.apply_masks(t, "ocr") == nz.apply_masks_plain(t, "ocr")
+
+
+@needs_compiled
+@hsettings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text_st | st.lists(st.sampled_from(ODD + ["\n", " \n ", "a\ud800b"]), max_size=30).map("".join))
+def test_a_units_canonical_lines_in_one_pass_are_split_and_join(text):
+    """_compiled.canonical_unit (echo.template_lines reads every unit's) is
+    fingerprints._canonical_unit_plain, a lone surrogate included (the plain one then)."""
+    with on_path("compiled"):
+        assert fp._canonical_unit(text) == fp._canonical_unit_plain(text)
+
+
 def test_a_long_paragraph_is_cut_alike():
     units = [" ".join(f"w{i}" for i in range(1_000)), "\n".join(" ".join(f"v{i}" for i in range(j, j + 150))
                                                                 for j in range(0, 600, 150))]
