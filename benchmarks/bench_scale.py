@@ -302,7 +302,7 @@ def main() -> int:
         report = json.loads(out.read_text(encoding="utf-8")) if args.merge and out.exists() else {"results": []}
         report["compare"] = compare_figure()
         report["targets"] = targets(report.get("results", [])) | {"compare": _compare_target(report["compare"])}
-        from imprint_core.settings import atomic_write_text
+        from imprint_core.files import atomic_write_text
         atomic_write_text(out, json.dumps(report, indent=1) + "\n")
         c = report["compare"]
         print(f"compare: {c['compiled']['cpu_ms_per_run_and_rule']} ms CPU per run and rule "
