@@ -4,6 +4,7 @@ stub cannot play (a local model, a recorded server), and round logs."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,18 @@ def gate_toml(patience: int, labels: list[str] | None = None) -> str:
               f"labels = {json.dumps(labels)}\n\n") if labels is not None else ""
     return (inputs + f"[premature_stops]\npatience = {patience}\nmax_premature = 0\n\n"
             "[divergence]\nmin_requests = 3\nexclude = [\"stub\"]\n\n[overruns]\nmax_count = 0\nmax_overrun_sec = 5.0\n")
+
+
+def web_runs(root: Path, lull: str, fine: str, loop: str) -> None:
+    """Three web runs under `root` (paths without .jsonl): a useful run whose
+    first four rounds repeat one fact (the rule stops it early at patience 3),
+    a useful run of new facts, and a loop of one fact from round 3 on."""
+    round_log(root / f"{lull}.jsonl", [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]])
+    round_log(root / f"{fine}.jsonl", [[{"result": fact(n)}] for n in range(10, 16)])
+    round_log(root / f"{loop}.jsonl", [[{"result": fact(5)}], [{"result": fact(6)}]] + [[{"result": fact(5)}]] * 8)
+
+
+def page_sections(page: str) -> list[tuple[str, str]]:
+    """A report page's (title, body) of each section, in order."""
+    parts = re.split(r'<h2 id="[^"]*">', page.split("<nav>", 1)[1])[1:]
+    return [(p.split("</h2>", 1)[0], p.split("</h2>", 1)[1]) for p in parts]

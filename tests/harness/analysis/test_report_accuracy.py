@@ -14,7 +14,7 @@ from harness.analysis.report import timelines as reporttimelines
 from harness.analysis.frames.load import load_frames
 from harness.cli import main
 
-from reportdata import fact, gate_toml, handmade_trace, round_log
+from reportdata import gate_toml, handmade_trace, page_sections, web_runs
 
 GATE = gate_toml(3, ["labels-web.yaml"])
 
@@ -26,10 +26,7 @@ def labelled(tmp_path: Path, monkeypatch) -> Path:
     another folder."""
     monkeypatch.chdir(tmp_path)
     logs = tmp_path / "logs"
-    lull = [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]]
-    round_log(logs / "a" / "lull.jsonl", lull)
-    round_log(logs / "b" / "lull.jsonl", [[{"result": fact(n)}] for n in range(10, 16)])
-    round_log(logs / "a" / "loop.jsonl", [[{"result": fact(5)}], [{"result": fact(6)}]] + [[{"result": fact(5)}]] * 8)
+    web_runs(logs, "a/lull", "b/lull", "a/loop")
     (tmp_path / "labels-web.yaml").write_text(
         "runs:\n  a/lull: {should_not_stop_before: 6}\n  b/lull: {should_not_stop_before: 6}\n"
         "  a/loop: {loops: [[9, 10]]}\n")
@@ -38,16 +35,11 @@ def labelled(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
-def _sections(page: str) -> list[tuple[str, str]]:
-    parts = re.split(r'<h2 id="[^"]*">', page.split("<nav>", 1)[1])[1:]
-    return [(p.split("</h2>", 1)[0], p.split("</h2>", 1)[1]) for p in parts]
-
-
 def test_labelled_round_logs_open_with_the_accuracy_section(labelled: Path, capsys) -> None:
     assert main(["report", "logs", "--out", "out"]) == 0
     assert "3 labelled" in capsys.readouterr().out
     page = (labelled / "out" / "index.html").read_text()
-    sections = _sections(page)
+    sections = page_sections(page)
     assert sections[0][0] == "Release gate"            # the gate's verdict opens the page, then the accuracy
     title, body = sections[1]
     assert title == "Stop rule accuracy"
@@ -65,7 +57,7 @@ def test_labelled_round_logs_open_with_the_accuracy_section(labelled: Path, caps
 def test_no_section_is_left_empty(labelled: Path) -> None:
     assert main(["report", "logs", "--out", "out"]) == 0
     page = (labelled / "out" / "index.html").read_text()
-    for title, body in _sections(page):
+    for title, body in page_sections(page):
         assert re.search(r"<(img|table|ul|p)\b", body), f"section {title!r} is empty"
     assert "Stop reasons" not in page                          # nothing to show without traces: left out
     assert "No traces of our runs among the inputs" in page    # and said why

@@ -22,7 +22,7 @@ from harness.analysis.report.tables import runs_table
 from harness.analysis.gate.overruns import token_overrun_row
 from harness.cli import main
 
-from reportdata import RAIN, fact, gate_toml, round_log, run_inline
+from reportdata import RAIN, fact, gate_toml, page_sections, round_log, run_inline, web_runs
 
 GATE = gate_toml(3, ["labels-web.yaml", "regressions.yaml"])
 
@@ -32,10 +32,7 @@ def labelled(tmp_path: Path, monkeypatch) -> Path:
     """One corpus, `web`: a useful run the rule stops early (lull), a loop it
     misses, a run it gets right; and `lull` stored again as a regression."""
     monkeypatch.chdir(tmp_path)
-    lull = [[{"result": fact(1)}]] * 4 + [[{"result": fact(2)}], [{"result": fact(3)}]]
-    round_log(tmp_path / "logs" / "lull.jsonl", lull)
-    round_log(tmp_path / "logs" / "fine.jsonl", [[{"result": fact(n)}] for n in range(10, 16)])
-    round_log(tmp_path / "logs" / "loop.jsonl", [[{"result": fact(5)}], [{"result": fact(6)}]] + [[{"result": fact(5)}]] * 8)
+    web_runs(tmp_path / "logs", "lull", "fine", "loop")
     (tmp_path / "labels-web.yaml").write_text(
         "runs:\n  logs/lull: {should_not_stop_before: 6}\n  logs/fine: {should_not_stop_before: 6}\n"
         "  logs/loop: {loops: [[9, 10]]}\n")
@@ -48,15 +45,10 @@ def labelled(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
-def _sections(page: str) -> list[tuple[str, str]]:
-    parts = re.split(r'<h2 id="[^"]*">', page.split("<nav>", 1)[1])[1:]
-    return [(p.split("</h2>", 1)[0], p.split("</h2>", 1)[1]) for p in parts]
-
-
 def test_the_page_opens_with_the_gate_s_verdict_and_the_judged_run(labelled: Path) -> None:
     assert main(["report", "logs", "regressions", "--out", "out"]) == 0
     page = (labelled / "out" / "index.html").read_text()
-    title, body = _sections(page)[0]
+    title, body = page_sections(page)[0]
     assert title == "Release gate"
     banner = re.search(r'<p class="verdict (pass|fail)">(.*?)</p>', body).groups()
     assert banner[0] == "fail" and "Gate FAILS" in banner[1] and "condition 1" in banner[1]
@@ -74,7 +66,7 @@ def test_the_page_opens_with_the_gate_s_verdict_and_the_judged_run(labelled: Pat
 def test_the_rules_are_compared_on_the_report_s_own_runs_pooled_first(labelled: Path) -> None:
     assert main(["report", "logs", "--out", "out"]) == 0
     page = (labelled / "out" / "index.html").read_text()
-    body = dict(_sections(page))["Stop rules compared"]
+    body = dict(page_sections(page))["Stop rules compared"]
     assert "Computed by this report at" in body and "--corpus logs --labels labels-web.yaml" in body
     assert "reports/compare" not in body
     captions = re.findall(r"<caption>(.*?)</caption>", body)
@@ -88,13 +80,13 @@ def test_a_stored_comparison_says_where_and_when_it_came_from(labelled: Path) ->
     assert main(["compare", "--corpus", "logs", "--labels", "labels-web.yaml", "--holdout", "0",
                  "--no-disk-cache", "--out", "cmp"]) == 0
     assert main(["report", "logs", "--compare", "cmp/compare.json", "--out", "out"]) == 0
-    body = dict(_sections((labelled / "out" / "index.html").read_text()))["Stop rules compared"]
+    body = dict(page_sections((labelled / "out" / "index.html").read_text()))["Stop rules compared"]
     assert "not this report&#x27;s runs: read from cmp/compare.json, written 20" in body
 
 
 def test_a_regression_is_listed_once_under_the_run_it_came_from(labelled: Path) -> None:
     assert main(["report", "logs", "regressions", "--out", "out"]) == 0
-    body = dict(_sections((labelled / "out" / "index.html").read_text()))["Stop rule accuracy"]
+    body = dict(page_sections((labelled / "out" / "index.html").read_text()))["Stop rule accuracy"]
     items = re.findall(r"<li>(.*?)</li>", body)
     assert len([i for i in items if "lull" in i]) == 1
     assert "also the regression regressions/lull" in body
