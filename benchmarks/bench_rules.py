@@ -27,7 +27,7 @@ for p in (ROOT, ROOT / "benchmarks"):
         sys.path.insert(0, str(p))
 
 from bench_novelty import _interleaved, generate_rounds, machine  # noqa: E402
-from harness.analysis.compare import DEFAULT_RULES, RuleChoice, compare  # noqa: E402
+from harness.analysis.compare import DEFAULT_RULES, SHIPPED, RuleChoice, compare  # noqa: E402
 from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache  # noqa: E402
 from harness.analysis.sweep.progress import load_corpora  # noqa: E402
 from harness.analysis.tune.search import tune  # noqa: E402
@@ -36,10 +36,7 @@ from harness.cli.ruleargs import rules_of  # noqa: E402
 from harness.realruns.noveltyconfigs import default_grid, expand  # noqa: E402
 from harness.realruns.roundlogs import PATIENCE  # noqa: E402
 from imprint_core.files import atomic_write_text  # noqa: E402
-from imprint_core.settings import SPECS  # noqa: E402
 from imprint_core.stoprules import CallView, RoundView, build  # noqa: E402
-
-SHIPPED = SPECS["chat.research_stop_rule"].default   # judged against the record's rule, which it replaced
 
 
 def _timed(fn):

@@ -537,6 +537,11 @@ def test_repeat_aware_normalizes_each_result_once(monkeypatch):
     # alone, it normalizes for itself
     with pytest.raises(pytest.fail.Exception):
         build("outcome-repeat").observe(page(1))
+    # beside a record half that normalizes otherwise, its text is not the one to read: it normalizes for itself
+    other = build("repeat-aware", {"record_normalization": "logs"})
+    assert other.rules[0][1].config.normalization == "logs"
+    with pytest.raises(pytest.fail.Exception):
+        other.observe(page(1))
 
 
 @settings(max_examples=200, deadline=None)
