@@ -32,7 +32,7 @@ from imprint_core import (CancelToken, FunctionTool, LoopConfig, Message, ModelR
                           ResearchLoop, ResearchSettings, ScriptedProvider, ToolCall, ToolSpec, TraceWriter, Turn,
                           VirtualClock, collect)
 from imprint_core.events import RoundEnd  # noqa: E402
-from imprint_core.novelty import accel  # noqa: E402
+from imprint_core.novelty._fast import accel  # noqa: E402
 from imprint_core.files import atomic_write_text  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(50_000)]

@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
 import xxhash  # noqa: E402
 
 from imprint_core.novelty import SHINGLE_WORDS, WINDOW_WORDS, NoveltyConfig, NoveltyTracker, normalize, segment  # noqa: E402
-from imprint_core.novelty import accel  # noqa: E402
+from imprint_core.novelty._fast import accel  # noqa: E402
 
 TARGET_MB_S = 25.0
 TARGET_RATIO = 10.0
@@ -404,9 +404,9 @@ def profile_run(rounds, normalization: str = "default", top: int = 14) -> dict:
     stages = {"segmentation (JSON parsed and items re-encoded)": "segmentation.py:segment",
               "empty-read test (echo.evidence_free)": "echo.py:evidence_free",
               "normalization (casefold, NFKC, masks)": "normalization.py:normalize_units",
-              "masks (the extension's apply_table)": "_fast_masks.py:_apply_compiled",
+              "masks (the extension's apply_table)": "_fast/masks.py:_apply_compiled",
               "lines, shingles and windows": "rule.py:_round_windows",
-              "the round's tally and store lookup": "_bulk_shingle_counts.py:tally_store",
+              "the round's tally and store lookup": "_fast/tally.py:tally_store",
               "commit (store insert)": "rule.py:_commit"}
     cum = {name(k): v[3] / total for k, v in st.items()}
     return {"normalization": normalization, "profiled_seconds": round(total, 3),

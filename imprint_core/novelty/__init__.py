@@ -16,21 +16,22 @@ Where things live (start with config.py, then rule.py):
   64-bit fingerprints.
 - neardup.py: sketches of whole results, for near-duplicate matching.
 - store.py: the bounded two-generation stores the tracker remembers with.
-- _fast_masks.py (over _mask_finders.py, where each mask could match),
-  _bulk_shingle_counts.py: speed-ups, quarantined; each gives the answer of a plain
-  definition elsewhere (tests/core/novelty/test_novelty_speed_invariants.py).
-- _compiled.pyx (Cython, built by `pip install`, optional): the lines,
-  shingles, hashes and window cuts in one C pass, and C twins of the
-  `default` profile's mask finders; accel.py chooses it or the pure path
-  (IMPRINT_NOVELTY_PURE=1; tests/core/novelty/test_novelty_compiled.py).
-- _memo.py: `shared_work()`, the pure steps (normalize, segment, shingle)
-  remembered per thread, so that a sweep's configs share them.
+- _fast/: the speed-ups, quarantined below the definitions (nothing in
+  it imports them): masks.py (the masks tried only where mask_finders.py
+  says each could match), tally.py (a round counted in bulk), memo.py
+  (`shared_work()`: normalizing, segmenting and shingling remembered per
+  thread, so that a sweep's configs share them), compiled.pyx (Cython,
+  built by `pip install`, optional: lines, shingles, hashes and window cuts
+  in one C pass, C twins of the mask finders, the round's tally) and
+  accel.py, which chooses it or the pure path (IMPRINT_NOVELTY_PURE=1).
+  Each gives the answer of a plain definition here
+  (tests/core/novelty/test_novelty_speed_invariants.py, test_novelty_compiled.py).
 
 Speed is measured by benchmarks/bench_novelty.py. Hot numpy code calls array
 methods (a.argsort(), a.repeat(n)) rather than np.argsort(a): each of those
 functions adds a Python call, and there are dozens per round.
 """
-from ._memo import shared_work
+from ._fast.memo import shared_work
 from .fingerprints import SHINGLE_WORDS, WINDOW_WORDS, shingles
 from .normalization import NORMALIZATIONS, PROFILES, normalize
 from .config import NoveltyConfig

@@ -53,7 +53,7 @@ import xxhash
 
 from .fingerprints import Lines, _canonical_unit
 from .segmentation import last_parsed
-from ._memo import shared
+from ._fast.memo import shared
 from .normalization import normalize
 
 EMPTY_JSON_CHARS = 4_096

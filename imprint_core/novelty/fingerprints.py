@@ -35,8 +35,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import accel
-from ._memo import frozen, shared
+from ._fast import accel
+from ._fast.memo import frozen, shared
 
 SHINGLE_WORDS = 5
 WINDOW_WORDS = 200                   # a long span is cut into windows of about this many words
@@ -315,7 +315,7 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
         fps = np.add.reduceat(mixed, win_open)
         np.maximum(fps, _ONE, out=fps)
         return Windows(fps, win_unit, h, win_counts, _NONE, sh_line)
-    if not mixed.flags.writeable:                      # shared with other configs (_memo): not ours to change
+    if not mixed.flags.writeable:                      # shared with other configs (_fast/memo.py): not ours to change
         mixed = mixed.copy()
     mixed[~judged] = 0
     fps = np.add.reduceat(mixed, win_open)

@@ -28,8 +28,8 @@ very facts the research is after.
 
 MASKS is the definition: apply_masks_plain runs the entries of a profile's
 categories as `pattern.sub(repl, text)`, in the table's order. Each entry
-also names its finder in _mask_finders (or declares PLAIN_SUB), which
-apply_masks uses (through _fast_masks) to get the same text without
+also names its finder in _fast/mask_finders.py (or declares PLAIN_SUB), which
+apply_masks uses (through _fast/masks.py) to get the same text without
 scanning every character with every regex.
 """
 from __future__ import annotations
@@ -39,9 +39,9 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
-from . import _mask_finders as finders
-from ._fast_masks import FastMasks
-from ._memo import shared
+from ._fast import mask_finders as finders
+from ._fast.masks import FastMasks
+from ._fast.memo import shared
 
 CATEGORIES: tuple[str, ...] = ("urls", "ids", "hashes", "addresses", "temp_paths", "timestamps", "scores",
                                "durations", "line_numbers", "gutters", "ocr_noise")
@@ -60,7 +60,7 @@ NORMALIZATIONS: tuple[str, ...] = ("none", "basic", *PROFILES)
 class Mask:
     pattern: re.Pattern[str]
     repl: str
-    finder: finders.Finder   # a _mask_finders finder written for this pattern, or finders.PLAIN_SUB
+    finder: finders.Finder   # a _fast/mask_finders.py finder written for this pattern, or finders.PLAIN_SUB
     kept_groups: int = 0  # k > 0: repl is \1..\k + a literal, group 1 opens every match and
                           # groups 1..k follow one another and always take part
     category: str = "timestamps"  # one of CATEGORIES

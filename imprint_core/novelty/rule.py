@@ -39,7 +39,7 @@ ADR 0102 and research-loop.md ("Progress"), as this module applies them:
   a write round out.
 - Novelty is a heuristic: it decides when to stop, never what is true.
 
-The counting itself is done in bulk by _bulk_shingle_counts.py; judging results one by one
+The counting itself is done in bulk by _fast/tally.py; judging results one by one
 (judge, then commit_round) gives the same verdicts as observe_round.
 tests/core/novelty/test_novelty_speed_invariants.py checks both against a plain tracker.
 """
@@ -53,14 +53,14 @@ import numpy as np
 import xxhash
 
 from . import neardup
-from ._bulk_shingle_counts import round_union, tally_store
 from .echo import Echoes, echoes_of, evidence_free, template_lines
-from ._memo import frozen, shared
+from ._fast.memo import frozen, shared
+from ._fast.tally import tally_store
 from .fingerprints import SHINGLE_WORDS, FingerprintSet, Lines, Windows, unique, windows_of
 from .config import FINGERPRINT_UNITS, MAX_SHINGLE_WORDS, NEAR_DUPLICATE, NoveltyConfig  # noqa: F401  (rule's names too)
 from .normalization import normalize, normalize_units
 from .segmentation import segment
-from .store import BoundedHashSet, FingerprintStore
+from .store import BoundedHashSet, FingerprintStore, round_union
 
 _h64 = xxhash.xxh3_64_intdigest
 

@@ -11,7 +11,7 @@ import json
 import re
 import threading
 
-from ._memo import shared
+from ._fast.memo import shared
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # json.dumps(item, ensure_ascii=False, sort_keys=True), built once. What

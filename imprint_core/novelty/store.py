@@ -10,12 +10,13 @@ tests/core/novelty/test_novelty_speed_invariants.py checks that the two agree.
 """
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Iterable
 
 import numpy as np
 
-from . import accel
-from .fingerprints import as_fingerprints
+from ._fast import accel
+from .fingerprints import FingerprintSet, as_fingerprints, unique
 
 
 class BoundedHashSet:
@@ -154,7 +155,7 @@ class FingerprintStore:
         return bool(self.lookup(as_fingerprints([h]))[1].any())
 
     def tables(self) -> tuple:
-        """The two generations' arrays, as the extension reads them (_compiled.lookup, tally)."""
+        """The two generations' arrays, as the extension reads them (compiled.lookup, tally)."""
         y, o = self._young, self._old
         return y.keys, y.overflow, int(y.shift), o.keys, o.overflow, int(o.shift), o.count
 
@@ -192,3 +193,23 @@ class FingerprintStore:
             else:
                 self._young.clear()
 
+
+def round_union(sets: list[AbstractSet[int]],
+                store: FingerprintStore) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The round's distinct shingles, and which of them the store holds (as
+    judged, when the store has not changed since), and the store's version."""
+    version = store.version
+    if sets and all(isinstance(s, FingerprintSet) and s.version == version for s in sets):
+        if len(sets) == 1:
+            return sets[0].array, sets[0].in_young, sets[0].known, version
+        values = np.concatenate([s.array for s in sets])
+        order = np.argsort(values, kind="stable")
+        s = values[order]
+        first = np.empty(s.size, bool)
+        first[0] = True
+        np.not_equal(s[1:], s[:-1], out=first[1:])
+        pick = order[first]
+        return values[pick], np.concatenate([s.in_young for s in sets])[pick], \
+            np.concatenate([s.known for s in sets])[pick], version
+    union = unique(np.concatenate([as_fingerprints(s) for s in sets])) if sets else np.empty(0, np.uint64)
+    return (union, *store.lookup(union), version)

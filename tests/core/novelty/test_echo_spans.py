@@ -59,7 +59,7 @@ def test_replaced_marks_what_spans_finds():
 
 
 def test_configs_sharing_work_share_one_echoes_but_never_across_types():
-    from imprint_core.novelty._memo import shared_work
+    from imprint_core.novelty._fast.memo import shared_work
     from imprint_core.novelty.echo import echoes_of
     with shared_work():
         one = echoes_of({"page": 1}, "default")

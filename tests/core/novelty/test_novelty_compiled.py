@@ -1,4 +1,4 @@
-"""The compiled novelty path (imprint_core/novelty/_compiled.pyx) gives what
+"""The compiled novelty path (imprint_core/novelty/_fast/compiled.pyx) gives what
 the pure-Python path gives: the same canonical lines, shingles, span hashes
 and windows, the same masked text, the same verdicts, on arbitrary text
 (NUL, U+2028, combining marks, digits of other scripts, long words) and on
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from imprint_core.novelty import NoveltyConfig, NoveltyTracker, accel
+from imprint_core.novelty import NoveltyConfig, NoveltyTracker
 from imprint_core.novelty import fingerprints as fp, normalization as nz
-from imprint_core.novelty import _mask_finders as finders
+from imprint_core.novelty._fast import accel, mask_finders as finders
 
 from test_novelty_speed_invariants import SHAPES, atoms_st, fast_round, near_misses, text_st
 
@@ -162,7 +162,7 @@ def _same_match_everywhere(t: str, exact: dict) -> None:
 @needs_compiled
 @pytest.mark.parametrize("shape", range(len(SHAPES)))
 def test_every_c_matcher_ends_where_re_does_on_every_near_miss(shape):
-    """A mask decided in C (_compiled.apply_table) matches where `re` does, at
+    """A mask decided in C (_fast/compiled.apply_table) matches where `re` does, at
     every position, with the same end and kept groups: on every near miss."""
     exact = _exact_masks()
     for core in near_misses(SHAPES[shape]):
@@ -199,11 +199,11 @@ def _store_pair(rng, universe, capacity):
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 80), capacity=st.sampled_from([4, 16, 64, 4096]),
        threshold=st.sampled_from([0.5, 0.8, 1.0]), width=st.integers(1, 5), with_lines=st.booleans())
 def test_a_round_tallied_in_one_call_is_tallied_as_by_numpy(seed, size, capacity, threshold, width, with_lines):
-    """_compiled.tally (the round's counts, the store looked up in C) gives
+    """_fast/compiled.tally (the round's counts, the store looked up in C) gives
     tally_round's Tally, and the extension's store insert and lookup hold the
     same keys as numpy's: on stores small enough that buckets fill and
     generations turn over, with repeated shingles within and across windows."""
-    from imprint_core.novelty._bulk_shingle_counts import tally_round
+    from imprint_core.novelty._fast.tally import tally_round
     rng = np.random.default_rng(seed)
     universe = np.unique(rng.integers(1, 2**64 - 1, size=size, dtype=np.uint64))
     stores = _store_pair(rng, universe, capacity)
@@ -240,7 +240,7 @@ OCR_ODD = ["a", "i", "b", "_", "<", ">", "<id>", "|", "~", "--", "\u2022", "\u00
 @hsettings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text_st | st.lists(st.sampled_from(OCR_ODD), max_size=30).map("".join))
 def test_the_ocr_noise_mask_in_one_pass_is_the_regex(text):
-    """_compiled.ocr_noise (the `ocr` profile's last mask, which has no
+    """_fast/compiled.ocr_noise (the `ocr` profile's last mask, which has no
     finder) gives the pattern's sub on drawn text, and the `ocr` profile
     (the default's masks on the compiled path, then ocr_noise) the plain masks."""
     mask = next(m for m in nz.MASKS if m.category == "ocr_noise")
@@ -254,7 +254,7 @@ def test_the_ocr_noise_mask_in_one_pass_is_the_regex(text):
 @hsettings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text_st | st.lists(st.sampled_from(ODD + ["\n", " \n ", "a\ud800b"]), max_size=30).map("".join))
 def test_a_units_canonical_lines_in_one_pass_are_split_and_join(text):
-    """_compiled.canonical_unit (echo.template_lines reads every unit's) is
+    """_fast/compiled.canonical_unit (echo.template_lines reads every unit's) is
     fingerprints._canonical_unit_plain, a lone surrogate included (the plain one then)."""
     with on_path("compiled"):
         assert fp._canonical_unit(text) == fp._canonical_unit_plain(text)
@@ -305,7 +305,7 @@ def _child(code: str, **env) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-_VERDICT = ("from imprint_core.novelty import NoveltyTracker, accel; "
+_VERDICT = ("from imprint_core.novelty import NoveltyTracker; from imprint_core.novelty._fast import accel; "
             "r = NoveltyTracker().observe_round([('ok', 'one two three four five six seven', None)]); "
             "print(accel.active(), r.progress, r.new_shingles)")
 
@@ -320,7 +320,7 @@ def test_without_the_extension_the_pure_path_runs_after_one_notice():
     hide = ("import sys\n"
             "class Hide:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'imprint_core.novelty._compiled':\n"
+            "        if name == 'imprint_core.novelty._fast.compiled':\n"
             "            raise ImportError('hidden')\n"
             "sys.meta_path.insert(0, Hide())\n")
     got = _child(hide + _VERDICT + "\nimport imprint_core.novelty.normalization\n")

@@ -1,8 +1,8 @@
 """The optimized novelty path gives the same answers as a straightforward one.
 
-imprint_core.novelty judges a round's results together (_bulk_shingle_counts.py), masks
+imprint_core.novelty judges a round's results together (_fast/tally.py), masks
 their units in one joined piece, tries each mask only where a literal search
-says it could match (_mask_finders.py, applied by _fast_masks.py), hashes
+says it could match (_fast/mask_finders.py, applied by _fast/masks.py), hashes
 shingles in bulk with numpy (fingerprints.py) and keeps them in numpy hash
 tables (store.py).
 The reference below is the plain definition: each unit normalized alone with
@@ -29,7 +29,8 @@ import xxhash
 
 from imprint_core import novelty as nv
 from imprint_core.novelty import NoveltyConfig, NoveltyTracker, SHINGLE_WORDS, normalize, segment, shingles
-from imprint_core.novelty import _fast_masks as fm, _mask_finders as finders, fingerprints as fp, neardup, \
+from imprint_core.novelty._fast import masks as fm, mask_finders as finders
+from imprint_core.novelty import fingerprints as fp, neardup, \
     normalization as nz
 from imprint_core.novelty.echo import Echoes, evidence_free, template_lines
 from imprint_core.novelty.rule import TEMPLATE_CAPACITY

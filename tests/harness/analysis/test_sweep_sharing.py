@@ -13,7 +13,8 @@ from harness.analysis.sweep.cache import ProgressCache, clear_memory_cache
 from harness.analysis.sweep.progress import Corpus, _balanced, compute_progress, load_corpora, plan
 from harness.analysis.sweep.work import progress_of, shared_progress
 from harness.realruns import noveltyconfigs
-from imprint_core.novelty import _memo, fingerprints as fp, normalization as nz, segmentation as sg, shared_work
+from imprint_core.novelty._fast import memo as _memo
+from imprint_core.novelty import fingerprints as fp, normalization as nz, segmentation as sg, shared_work
 
 ROOT = Path(__file__).resolve().parents[3]
 TAU = ROOT.parent / "shared" / "data" / "roundlogs" / "tau-bench-airline"

@@ -12,7 +12,7 @@ The literal searches run on a "shape" of the text in which every ASCII digit
 (or every [0-9a-f] character) reads as "0"; a text with a non-ASCII \\d
 character takes the plain path. A finder and its pattern sit in one entry of
 `normalization.MASKS`: whoever edits the pattern edits the finder's promise
-too. `_fast_masks` applies the masks through these finders;
+too. `_fast/masks.py` applies the masks through these finders;
 tests/core/novelty/test_novelty_speed_invariants.py compares both paths on every near miss
 of every mask and on random text.
 """

@@ -286,8 +286,8 @@ def cut(span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed):
 
 
 # ------------------------------------------------------------------ masks ---
-# The finders of the `default` profile's masks (_mask_finders) written again
-# in C over the text's code points, for _fast_masks.FastMasks to apply them.
+# The finders of the `default` profile's masks (_fast/mask_finders.py) written again
+# in C over the text's code points, for _fast/masks.FastMasks to apply them.
 # A finder here gives a superset of its Python twin's positions (so of where
 # the pattern can match); the pattern itself (`re`) then decides at each, left
 # to right, as `sub` would. Only ASCII characters are looked for, and the
@@ -568,7 +568,7 @@ FINDERS = {"find_url": F_URL, "find_uuid": F_UUID, "find_hex": F_HEX, "find_week
            "find_slash_date": F_SLASH, "find_dotted_date": F_DOTTED, "find_month_day_year": F_MDY,
            "find_day_month_year": F_DMY, "find_syslog_date": F_SYSLOG, "find_time": F_TIME, "find_ago": F_AGO,
            "find_relative_day": F_RELATIVE, "find_score": F_SCORE, "find_line_number": F_LINE_NUMBER}
-"""The finders of _mask_finders written here, by name."""
+"""The finders of _fast/mask_finders.py written here, by name."""
 
 
 cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
@@ -758,7 +758,7 @@ for _c, _bit in ((45, H_DASH), (47, H_SLASH), (46, H_DOT), (58, H_COLON), (61, H
 
 
 def find(str name, str text, Py_ssize_t back=12):
-    """The positions the compiled twin of a finder of _mask_finders gives, by name."""
+    """The positions the compiled twin of a finder of mask_finders.py gives, by name."""
     return next_starts([FINDERS[name]], 0, text, back)[1] or []
 
 
@@ -796,7 +796,7 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
 
 
 # ------------------------------------------------------ masks, applied ---
-# The whole of _fast_masks.FastMasks._apply_compiled in one call: the finders
+# The whole of _fast/masks.FastMasks._apply_compiled in one call: the finders
 # (above) say where each mask could match, and the match itself is decided
 # at each place, left to right, as `sub` does. For the masks with the most
 # matches, that decision is a C matcher written for exactly its pattern (the
@@ -1150,7 +1150,7 @@ def match_at(str name, str text, Py_ssize_t p):
 
 
 def apply_table(list finders, list steps, str text, Py_ssize_t back):
-    """_fast_masks.FastMasks.apply on the compiled path: every mask of the
+    """_fast/masks.FastMasks.apply on the compiled path: every mask of the
     table in order, each tried where its finder says it could match. steps:
     per mask (pattern, repl, kept, expand, exact): kept (k, tail) when the
     match keeps its groups up to k, expand a function of the match for repl,
@@ -1207,7 +1207,7 @@ def apply_table(list finders, list steps, str text, Py_ssize_t back):
 
 
 # ------------------------------------------------------- a round tallied ---
-# What _bulk_shingle_counts.tally_round counts with a dozen numpy calls and
+# What _fast/tally.tally_round counts with a dozen numpy calls and
 # the store's lookup (store.FingerprintStore), in one pass of C: the round's
 # shingles sorted once, each distinct one looked up in the store's tables
 # where it lies, the windows' and results' counts and the new passages taken
@@ -1355,7 +1355,7 @@ def insert(keys, fill, q):
 
 
 def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold, lines, Py_ssize_t width):
-    """_bulk_shingle_counts.tally_round with the store's tables: (distinct,
+    """_fast/tally.tally_round with the store's tables: (distinct,
     in_young, known, new, new_shingles, sizes) as its Tally holds them."""
     cdef const uint64_t[::1] sh = shingles
     cdef const int64_t[::1] cn = np.ascontiguousarray(counts, np.int64)
@@ -1455,7 +1455,7 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
         for w in range(n):
             new[w] = known_w[w] < threshold * sizes[w]
         if has_lines and m:
-            # New passages (_bulk_shingle_counts.new_passages): a segment (one line's shingles in one
+            # New passages (_fast/tally.new_passages): a segment (one line's shingles in one
             # window) of two or more, none known; or 2 * width unknown shingles in a row in one.
             seg_start = 0
             seg_unknown = 0

@@ -1,11 +1,11 @@
 """The masks applied fast: the same text as running each as `pattern.sub`.
 
 Quarantined speed-up; the definition is `normalization.apply_masks_plain`.
-Each mask's finder (`_mask_finders`) says where a match could start; the
+Each mask's finder (`_fast/mask_finders.py`) says where a match could start; the
 pattern is then tried only there, left to right, which is what `sub` does,
 and the shapes of the result are spliced from the edits, not rebuilt. A mask
 declared PLAIN_SUB, and a text with a non-ASCII digit, take the plain sub.
-Where every mask of a table has a finder that _compiled.pyx writes again in C
+Where every mask of a table has a finder that compiled.pyx writes again in C
 (the `default` profile's), the compiled path (accel) runs the same steps
 there.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from . import _mask_finders as finders
+from . import mask_finders as finders
 from . import accel
-from ._mask_finders import ALL, PLAIN_SUB, READS_HEX, Shape
+from .mask_finders import ALL, PLAIN_SUB, READS_HEX, Shape
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 

@@ -1,4 +1,4 @@
-"""Which novelty path runs: the compiled one (_compiled.pyx, built by `pip
+"""Which novelty path runs: the compiled one (compiled.pyx, built by `pip
 install` through setup.py) where it is built, else the pure-Python one,
 which is the definition and gives the same fingerprints and verdicts
 (tests/core/novelty/test_novelty_compiled.py).
@@ -18,7 +18,7 @@ from typing import Iterator
 PURE_ENV = "IMPRINT_NOVELTY_PURE"
 
 try:
-    from . import _compiled as built
+    from . import compiled as built
 except ImportError:
     built = None
 

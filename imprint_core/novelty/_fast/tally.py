@@ -12,16 +12,20 @@ tests/core/novelty/test_novelty_speed_invariants.py checks it against a plain tr
 """
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
 from . import accel
-from .fingerprints import FingerprintSet, as_fingerprints, unique
-from .store import FingerprintStore
 
 Lookup = Callable[[np.ndarray], "tuple[np.ndarray, np.ndarray]"]
+
+
+class Store(Protocol):
+    """What the tally reads of store.FingerprintStore (named here, not imported: the speed-ups
+    sit below the definitions they serve)."""
+    def lookup(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def tables(self) -> tuple: ...
 
 
 class Tally(NamedTuple):
@@ -90,7 +94,7 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
 
 
 def tally_store(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
-                store: FingerprintStore, threshold: float, lines: np.ndarray | None = None, width: int = 5) -> Tally:
+                store: Store, threshold: float, lines: np.ndarray | None = None, width: int = 5) -> Tally:
     """tally_round against a FingerprintStore: on the compiled path in one
     call of the extension (the same Tally), else tally_round itself."""
     ext = accel.ext
@@ -125,24 +129,3 @@ def new_passages(unknown: np.ndarray, lines: np.ndarray, counts: np.ndarray, wid
         if long_runs.size:
             hit[win[run_start.nonzero()[0][long_runs]]] = True
     return hit
-
-
-def round_union(sets: list[AbstractSet[int]],
-                store: FingerprintStore) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The round's distinct shingles, and which of them the store holds (as
-    judged, when the store has not changed since), and the store's version."""
-    version = store.version
-    if sets and all(isinstance(s, FingerprintSet) and s.version == version for s in sets):
-        if len(sets) == 1:
-            return sets[0].array, sets[0].in_young, sets[0].known, version
-        values = np.concatenate([s.array for s in sets])
-        order = np.argsort(values, kind="stable")
-        s = values[order]
-        first = np.empty(s.size, bool)
-        first[0] = True
-        np.not_equal(s[1:], s[:-1], out=first[1:])
-        pick = order[first]
-        return values[pick], np.concatenate([s.in_young for s in sets])[pick], \
-            np.concatenate([s.known for s in sets])[pick], version
-    union = unique(np.concatenate([as_fingerprints(s) for s in sets])) if sets else np.empty(0, np.uint64)
-    return (union, *store.lookup(union), version)
