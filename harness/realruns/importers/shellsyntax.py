@@ -1,7 +1,10 @@
 """Shell command lines cut into simple commands, as far as classifying them
 needs: a hand-written tokenizer (quotes, escapes, comments, redirections,
 here-documents, subshells), not a shell. `callkinds` judges what each
-simple command does."""
+simple command does.
+
+Kept over bashlex (issue 43, `benchmarks/trial_shell_parsers.py`): on 12,877 mini-swe-agent commands bashlex
+fails on 19% (quoted `<<'EOF'`); patched, it is right no more often (4 of 8 disagreements each) at 10-22x the time."""
 from __future__ import annotations
 
 import re
