@@ -79,6 +79,9 @@ def split_command(cmd: str) -> list[Segment]:
             i = j
             continue
         if c == "\\":
+            if cmd.startswith("\\\n", i):   # a line continuation: bash reads no character at all
+                i += 2
+                continue
             cur.append(cmd[i:i + 2])
             i += 2
             continue
