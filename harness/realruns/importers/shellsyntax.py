@@ -1,7 +1,10 @@
 """Shell command lines cut into simple commands, as far as classifying them
 needs: a hand-written tokenizer (quotes, escapes, comments, redirections,
 here-documents, subshells), not a shell. `callkinds` judges what each
-simple command does."""
+simple command does.
+
+Kept over bashlex (issue 43, `benchmarks/trial_shell_parsers.py`): on 12,877 mini-swe-agent commands bashlex
+fails on 19% (quoted `<<'EOF'`); patched, it is right no more often (4 of 8 disagreements each) at 10-22x the time."""
 from __future__ import annotations
 
 import re
@@ -76,6 +79,9 @@ def split_command(cmd: str) -> list[Segment]:
             i = j
             continue
         if c == "\\":
+            if cmd.startswith("\\\n", i):   # a line continuation: bash reads no character at all
+                i += 2
+                continue
             cur.append(cmd[i:i + 2])
             i += 2
             continue

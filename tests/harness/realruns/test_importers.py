@@ -173,6 +173,13 @@ def test_here_document_bodies_are_not_commands():
     assert [s.text for s in seg] == ["cat", "ls"] and seg[0].heredocs == ["\trm x"] and seg[0].redirects == ["a.txt"]
 
 
+def test_a_line_continuation_joins_lines_and_is_no_word():
+    # bash drops `\<newline>`: the command after it is the program, not a word "\n" before it
+    assert shell_facts("cd /t && \\\n  sed -i 's/a/b/' f").kind == WRITE
+    assert shell_facts("ls && \\\n# a note\ngrep -n x f").programs == ("ls", "grep")
+    assert shell_facts("gr\\\nep -n x f").programs == ("grep",)
+
+
 @pytest.mark.parametrize("code,writes", [
     ("print(sum(range(3)))", False), ("df = pd.read_csv('x.csv')\nprint(df.head())", False),
     ("open('x.txt').read()", False), ("open('x.txt', 'r', encoding='utf-8')", False),
