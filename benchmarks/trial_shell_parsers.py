@@ -1,7 +1,8 @@
 """Issue 43's trial: the hand shell tokenizer (`shellsyntax.py`) against
 `bashlex` and the standard `shlex`, on every shell command of the
 mini-swe-agent corpus (the 156 trajectories; the split's dev part is reported
-beside the whole). A script, not a test:
+beside the whole). A script, not a test; bashlex (GPLv3+) comes from the
+`trial` extra (`pip install -e '.[trial]'`), not from the package or `make test`:
 
     python benchmarks/trial_shell_parsers.py [--corpus ../shared/data/raw/mini-swe-agent]
         [--verdicts benchmarks/trial_shell_parsers_verdicts.toml] [--out reports/bench/shell_parsers.json]
