@@ -1394,17 +1394,24 @@ cdef inline const uint64_t* _tab_row(Tab* t, uint64_t q) noexcept nogil:
 
 
 cdef int _radix_sort(HI* a, HI* tmp, Py_ssize_t m) except -1 nogil:
-    """a sorted by h, stably (so equal h keep their order of i): LSD radix, a byte a pass."""
-    cdef Py_ssize_t count[256]
+    """a sorted by h, stably (so equal h keep their order of i): LSD radix, a byte a pass. The eight
+    bytes' counts are taken in one read of a (they do not depend on the order a pass leaves)."""
+    cdef Py_ssize_t counts[8][256]
+    cdef Py_ssize_t* count
     cdef Py_ssize_t i, c, total
-    cdef int shift
+    cdef int shift, byte
+    cdef uint64_t h
     cdef HI* src = a
     cdef HI* dst = tmp
     cdef HI* sw
-    for shift in range(0, 64, 8):
-        memset(count, 0, sizeof(count))
-        for i in range(m):
-            count[(src[i].h >> shift) & 255] += 1
+    memset(counts, 0, sizeof(counts))
+    for i in range(m):
+        h = a[i].h
+        for byte in range(8):
+            counts[byte][(h >> (8 * byte)) & 255] += 1
+    for byte in range(8):
+        shift = 8 * byte
+        count = counts[byte]
         if count[(src[0].h >> shift) & 255] == m:      # every key has this byte alike: nothing to move
             continue
         total = 0
