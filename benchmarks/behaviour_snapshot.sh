@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a behaviour-preserving change must leave byte-identical: the scenario
 # library's results and traces, `imprint replay --json` over every labelled
-# corpus, and the report's summary.md. Writes them under $1; compare two
-# snapshots with `diff -r BEFORE AFTER`. Run ids and wall-clock fields are
+# corpus (the outcome corpora too), and the report's summary.md. Writes them
+# under $1; compare two snapshots with `diff -r BEFORE AFTER`. Run ids and wall-clock fields are
 # replaced by stand-ins (the report's generation time too), and the
 # real-clock scenario is left out, so only behaviour differs. Section
 # workers' traces are deterministic since they reserve and settle in order.
@@ -22,9 +22,12 @@ def scrub(text):
     text = re.sub(r"\d{8}-\d{6}-[0-9a-f]{4}", "RUN", text)
     return re.sub(r'"wall": "[^"]*"', '"wall": "WALL"', text)
 results = json.loads((tmp / "run.json").read_text())
-rows = results if isinstance(results, list) else results.get("results", results)
-rows = [r for r in rows if "real-clock" not in str(r.get("file", ""))] if isinstance(rows, list) else rows
-(out / "run.json").write_text(scrub(json.dumps(rows, indent=1, sort_keys=True)))
+# `imprint run --json` prints a summary whose "scenarios" are the rows; the
+# real-clock scenario's row and its share of the pass counts are left out.
+rows = [r for r in results["scenarios"] if "real-clock" not in str(r.get("file", ""))]
+results |= {"scenarios": rows, "passed": sum(r["passed"] for r in rows),
+            "failed": sum(not r["passed"] for r in rows)}
+(out / "run.json").write_text(scrub(json.dumps(results, indent=1, sort_keys=True)))
 (out / "traces").mkdir(exist_ok=True)
 for f in sorted((tmp / "runs").glob("*/*.jsonl")):
     if "real-clock" in f.name:
@@ -33,7 +36,7 @@ for f in sorted((tmp / "runs").glob("*/*.jsonl")):
 PY
 n=0
 for corpus in ../shared/data/roundlogs/tau-bench-airline ../shared/data/raw/mini-swe-agent \
-              ../shared/data/raw/who-and-when traces/webruns; do
+              ../shared/data/raw/who-and-when traces/webruns traces/outcomes/*/; do
   n=$((n+1))
   "$bin/imprint" replay --json "$corpus" > "$out/replay-$n-$(basename "$corpus").json" 2>&1 || true
 done

@@ -388,7 +388,7 @@ def profile_run(rounds, normalization: str = "default", top: int = 14) -> dict:
     inside normalization). What remains between the tracker and a target."""
     import cProfile
     import pstats
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)   # CPU time, as the rates: the shared machine's waits left out
     tr = NoveltyTracker(NoveltyConfig(normalization=normalization))
     prof.enable()
     for rnd in rounds:
@@ -404,15 +404,15 @@ def profile_run(rounds, normalization: str = "default", top: int = 14) -> dict:
     stages = {"segmentation (JSON parsed and items re-encoded)": "segmentation.py:segment",
               "empty-read test (echo.evidence_free)": "echo.py:evidence_free",
               "normalization (casefold, NFKC, masks)": "normalization.py:normalize_units",
-              "masks (the extension's apply_table)": "_fast/masks.py:_apply_compiled",
+              "masks (the extension's apply_table)": "masks.py:_apply_compiled",
               "lines, shingles and windows": "rule.py:_round_windows",
-              "the round's tally and store lookup": "_fast/tally.py:tally_store",
+              "the round's tally and store lookup": "tally.py:tally_store",
               "commit (store insert)": "rule.py:_commit"}
     cum = {name(k): v[3] / total for k, v in st.items()}
     return {"normalization": normalization, "profiled_seconds": round(total, 3),
             "own_time_share": [[n, round(s, 3)] for s, n in own],
             "stage_share": {label: round(cum.get(fn, 0.0), 3) for label, fn in stages.items()},
-            "note": "cProfile's own-time shares (its overhead inflates the Python calls); the extension's "
+            "note": "cProfile's own-time shares of CPU time (its overhead inflates the Python calls); the extension's "
                     "functions count inside their Python callers (_apply_compiled, tally_store, _shingled)"}
 
 

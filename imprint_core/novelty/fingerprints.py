@@ -245,7 +245,25 @@ def _shingled(units: Sequence[str], width: int) -> tuple | None:
     if got is None:
         return None
     data, bounds, first, size, unit, kept, *shingles = got
-    return (Lines(data, bounds, first, size, unit, [data[a:b].decode() for _, a, b in kept]), *shingles)
+    return (Lines(data, bounds, first, size, unit, _Decoded(data, kept)), *shingles)
+
+
+class _Decoded(Sequence[str]):
+    """The kept units as text, decoded from the lines' bytes only when read:
+    windows_of reads only how many there are."""
+    __slots__ = ("data", "spans")
+
+    def __init__(self, data: bytes, spans: list[tuple[int, int, int]]):
+        self.data, self.spans = data, spans   # spans: (unit, start, end) byte ranges
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        _, a, b = self.spans[i]
+        return self.data[a:b].decode()
 
 
 def _shingled_plain(units: Sequence[str], width: int) -> tuple | None:

@@ -234,7 +234,7 @@ class NoveltyTracker:
                 continue
             us = list(segments) if segments is not None else segment(text)
             echo = echoes_of(arguments, cfg.normalization) if arguments and status == "ok" else None
-            if status != "ok" or not any(u.strip() for u in us) or evidence_free(text, echo):
+            if status != "ok" or not any(map(str.strip, us)) or evidence_free(text, echo):
                 verdicts.append(EvidenceVerdict("empty" if status == "ok" else status))
                 continue
             if echo is not None and (echo.has_echoes or echo.templated):
@@ -249,9 +249,10 @@ class NoveltyTracker:
         owner_of_unit = np.array(owners, np.intp)
         # Lines that some other value of the arguments gave before: the template's, not evidence.
         known_templates, remember = [], []
-        for u, o in enumerate(owners):
-            echo = echoes.get(o)
-            if echo is not None and echo.templated:
+        templated = {o for o, echo in echoes.items() if echo.templated}
+        for u, o in enumerate(owners) if templated else ():
+            if o in templated:
+                echo = echoes[o]
                 tl = template_lines(normed[u], echo)
                 remember += tl.remember
                 if tl.unit_key is not None and tl.unit_key in self._templates:
@@ -286,7 +287,7 @@ class NoveltyTracker:
         paragraphs = win.hashes.tolist()
 
         # An exactly seen paragraph is not new and adds nothing.
-        seen = np.fromiter(map(self._paragraphs.__contains__, paragraphs), bool, len(paragraphs))
+        seen = self._paragraphs.flags(paragraphs)
         if seen.all() or not counts[~seen].any():
             return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
                                 unique(extra), sketches, templates, tuple(normed))
@@ -315,7 +316,9 @@ class NoveltyTracker:
         self._shingles.add_new(union[~in_young])
         if jr.extra.size:
             self._shingles.add_all(jr.extra)
-        self._paragraphs.add_all(p for p in jr.paragraphs if p)
+        paragraphs = set(jr.paragraphs)
+        paragraphs.discard(0)       # a window with nothing judged
+        self._paragraphs.add_all(paragraphs)
         self._errors.add_all(jr.errors)
         self._templates.add_all(jr.templates)
         if self._sketches is not None:

@@ -26,7 +26,8 @@ except ImportError:  # pragma: no cover - CPython has it
 
 
 def _encode_item(item) -> str:
-    if _c_iterencode is None or isinstance(item, str):
+    """json.dumps of an item that is not a str (segment keeps those as they are)."""
+    if _c_iterencode is None:
         return _ENCODER.encode(item)
     return "".join(_c_iterencode(item, 0))
 _last = threading.local()   # the text segment() last parsed as JSON, and what it gave

@@ -36,6 +36,13 @@ class BoundedHashSet:
     def __contains__(self, h: int) -> bool:
         return h in self._young or h in self._old
 
+    def flags(self, hs: list[int]) -> np.ndarray:
+        """Whether each of hs is held, as bools (the sets asked in C, not a Python call per hash)."""
+        got = np.fromiter(map(self._young.__contains__, hs), bool, len(hs))
+        if self._old:
+            got |= np.fromiter(map(self._old.__contains__, hs), bool, len(hs))
+        return got
+
     def count_known(self, hs: set[int]) -> int:
         known = hs & self._young
         if self._old:

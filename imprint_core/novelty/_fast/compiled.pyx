@@ -124,7 +124,10 @@ def shingled(list units, int width):
                     nw += 1
                     line_words += 1
                     in_word = any_words = True
-                memcpy(out + olen, s + i, length)
+                if length == 1:              # most characters: no call to copy one byte
+                    out[olen] = c
+                else:
+                    memcpy(out + olen, s + i, length)
                 olen += length
                 i += length
             if unit_words:
@@ -362,14 +365,20 @@ cdef inline bint D(Text* t, Py_ssize_t i) noexcept nogil:
     return 48 <= c <= 57
 
 
-cdef inline bint LOW(Text* t, Py_ssize_t i) noexcept nogil:
-    cdef uint8_t c = C(t, i)
+cdef inline bint _az(Py_UCS4 c) noexcept nogil:
     return 97 <= c <= 122
 
 
-cdef inline bint HEX(Text* t, Py_ssize_t i) noexcept nogil:
-    cdef uint8_t c = C(t, i)
+cdef inline bint _hex(Py_UCS4 c) noexcept nogil:
     return 48 <= c <= 57 or 97 <= c <= 102
+
+
+cdef inline bint LOW(Text* t, Py_ssize_t i) noexcept nogil:
+    return _az(C(t, i))
+
+
+cdef inline bint HEX(Text* t, Py_ssize_t i) noexcept nogil:
+    return _hex(C(t, i))
 
 
 cdef inline bint AT(Text* t, Py_ssize_t i, const char* lit) noexcept nogil:
@@ -382,20 +391,26 @@ cdef inline bint AT(Text* t, Py_ssize_t i, const char* lit) noexcept nogil:
     return 1
 
 
-cdef int _push(Vec* v, int64_t p) except -1:
+cdef int _room(Vec* v, Py_ssize_t more) except -1:
+    """Room in v for `more` entries after its v.n."""
     cdef int64_t* grown
+    if v.n + more > v.cap:
+        v.cap = 2 * v.cap + 16 * more
+        grown = <int64_t*> realloc(v.at, v.cap * sizeof(int64_t))
+        if grown == NULL:
+            raise MemoryError()
+        v.at = grown
+    return 0
+
+
+cdef int _push(Vec* v, int64_t p) except -1:
     if p < 0:
         return 0
     if v.n and p <= v.at[v.n - 1]:
         if p == v.at[v.n - 1]:
             return 0
         v.unsorted = 1
-    if v.n == v.cap:
-        v.cap = 2 * v.cap + 16
-        grown = <int64_t*> realloc(v.at, v.cap * sizeof(int64_t))
-        if grown == NULL:
-            raise MemoryError()
-        v.at = grown
+    _room(v, 1)
     v.at[v.n] = p
     v.n += 1
     return 0
@@ -644,13 +659,15 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
             i = t.places[q]
             if C(t, i + 4) == 47 and _digits_at(t, i, 4) and D(t, i + 5):
                 _push(v, i)
-    elif fid == F_SLASH or fid == F_TIME:   # "D/D" and "D:DD": a match starts at the digit or one before
-        for q in range(_places(t, 47 if fid == F_SLASH else 58, 1, n)):
+    elif fid == F_SLASH or fid == F_TIME:   # "D/D" and "D:DD": a match starts at the digit or one before,
+        for q in range(_places(t, 47 if fid == F_SLASH else 58, 1, n)):    # after a \b (no ASCII word character)
             i = t.places[q]
             if fid == F_SLASH and C(t, i + 1) == 47 and D(t, i) and D(t, i + 2) \
                     or fid == F_TIME and C(t, i + 1) == 58 and D(t, i) and D(t, i + 2) and D(t, i + 3):
-                _push(v, i - 1)
-                _push(v, i)
+                if D(t, i - 1) and not _ASCII_WORD[C(t, i - 2)]:
+                    _push(v, i - 1)
+                if not _ASCII_WORD[C(t, i - 1)]:
+                    _push(v, i)
     elif fid == F_DOTTED:
         for q in range(_places(t, 46, 0, n)):
             i = t.places[q]
@@ -762,6 +779,41 @@ def find(str name, str text, Py_ssize_t back=12):
     return next_starts([FINDERS[name]], 0, text, back)[1] or []
 
 
+cdef int _held(Text* t):
+    """What the text holds of what the finders need (_HOLDS), until it holds all that any needs."""
+    cdef Py_ssize_t k
+    cdef int held = 0
+    for k in range(t.n):
+        held |= _HOLDS[t.b[k]]
+        if held & _ALL_NEEDS == _ALL_NEEDS:
+            break
+    return held
+
+
+cdef Py_ssize_t _first_hit(list finders, Py_ssize_t step, Text* t, int held, Py_ssize_t back, Vec* v) except -1:
+    """The index of the first finder of `finders` from `step` on that finds a place in t (its places in v,
+    ascending), or len(finders)."""
+    cdef Py_ssize_t i, n_f = len(finders)
+    cdef int fid
+    for i in range(step, n_f):
+        fid = finders[i]
+        if _NEEDS[fid] & held != _NEEDS[fid]:
+            continue
+        v.n, v.unsorted = 0, 0
+        _find(fid, t, back, v)
+        if v.n:
+            return i
+    return n_f
+
+
+cdef void _close(Text* t) noexcept:
+    free(t.words)
+    free(t.places)
+    free(t.owned)
+    t.words = t.places = NULL
+    t.owned = NULL
+
+
 def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
     """(i, starts) for the first finder of `finders` from index `step` on
     that finds a place in text: where its mask could match, ascending (a
@@ -770,29 +822,17 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
     the whole table: a Python call per mask and text cost more than most scans."""
     cdef Text t
     cdef Vec v
-    cdef Py_ssize_t i, k, n_f = len(finders)
-    cdef int held = 0, fid
+    cdef Py_ssize_t i, k
     _open(&t, text)
     v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
     try:
-        for k in range(t.n):                 # what the text holds, until it holds all that any finder needs
-            held |= _HOLDS[t.b[k]]
-            if held & _ALL_NEEDS == _ALL_NEEDS:
-                break
-        for i in range(step, n_f):
-            fid = finders[i]
-            if _NEEDS[fid] & held != _NEEDS[fid]:
-                continue
-            v.n, v.unsorted = 0, 0
-            _find(fid, &t, back, &v)
-            if v.n:
-                return i, [v.at[k] for k in range(v.n)]
-        return n_f, None
+        i = _first_hit(finders, step, &t, _held(&t), back, &v)
+        if i == len(finders):
+            return i, None
+        return i, [v.at[k] for k in range(v.n)]
     finally:
         free(v.at)
-        free(t.words)
-        free(t.places)
-        free(t.owned)
+        _close(&t)
 
 
 # ------------------------------------------------------ masks, applied ---
@@ -866,13 +906,11 @@ cdef inline bint LIT(U* u, Py_ssize_t i, const char* lit) noexcept nogil:
 
 
 cdef inline bint AZ(U* u, Py_ssize_t i) noexcept nogil:
-    cdef Py_UCS4 c = CH(u, i)
-    return 97 <= c <= 122
+    return _az(CH(u, i))
 
 
 cdef inline bint HX(U* u, Py_ssize_t i) noexcept nogil:
-    cdef Py_UCS4 c = CH(u, i)
-    return 48 <= c <= 57 or 97 <= c <= 102
+    return _hex(CH(u, i))
 
 
 cdef inline bint DIGITS(U* u, Py_ssize_t i, int k) noexcept nogil:
@@ -1149,61 +1187,146 @@ def match_at(str name, str text, Py_ssize_t p):
     return None if e < 0 else (e, kept)
 
 
+cdef inline bint _word_start(const uint8_t* b, Py_ssize_t i) noexcept nogil:
+    # _word_starts' test at i.
+    return not _ASCII_WORD[b[i - 1]] and _PAIRS[b[i] << 8 | b[i + 1]] != 0
+
+
+cdef int _reopen(Text* t, str text, Vec* edits) except -1:
+    """t opened again on `text`, the old text with `edits` made (start, end, length of what replaced it: three
+    entries each, in the old text's order). The word starts, where they were found, are carried over: each
+    depends on a character and its two neighbours, so only the places next to an edit are looked at again;
+    the others move by what the edits before them added or took."""
+    cdef int64_t* old_words = t.words
+    cdef Py_ssize_t n_old = t.n_words, j = 0, k = 0, x, s, e, r, p, lo, hi, delta = 0, done = 0
+    t.words = NULL
+    free(t.places)
+    free(t.owned)
+    t.places = NULL
+    t.owned = NULL
+    _open(t, text)
+    if n_old < 0:
+        return 0
+    t.words = <int64_t*> malloc((t.n + 1) * sizeof(int64_t))
+    if t.words == NULL:
+        free(old_words)
+        raise MemoryError()
+    for x in range(0, edits.n, 3):
+        s, e, r = edits.at[x], edits.at[x + 1], edits.at[x + 2]
+        while j < n_old and old_words[j] <= s - 2:      # its neighbours all before the edit: moved
+            t.words[k] = old_words[j] + delta
+            k += 1
+            j += 1
+        lo = s - 1 + delta
+        if lo < done:
+            lo = done
+        if lo < 0:
+            lo = 0
+        hi = s + delta + r + 1                         # the edit's text and a place on either side
+        p = lo
+        while p < hi and p < t.n - 1:
+            if _word_start(t.b, p):
+                t.words[k] = p
+                k += 1
+            p += 1
+        done = hi
+        while j < n_old and old_words[j] <= e:          # a neighbour in the edit: looked at again above
+            j += 1
+        delta += r - (e - s)
+    while j < n_old:
+        t.words[k] = old_words[j] + delta
+        k += 1
+        j += 1
+    t.n_words = k
+    free(old_words)
+    return 0
+
+
 def apply_table(list finders, list steps, str text, Py_ssize_t back):
     """_fast/masks.FastMasks.apply on the compiled path: every mask of the
     table in order, each tried where its finder says it could match. steps:
     per mask (pattern, repl, kept, expand, exact): kept (k, tail) when the
     match keeps its groups up to k, expand a function of the match for repl,
-    exact its C matcher (EXACT; 0: ask `re`)."""
-    cdef Py_ssize_t i = 0, n_f = len(finders), last, pos, p, e, start, kept_end, np_
-    cdef int xid
+    exact its C matcher (EXACT; 0: ask `re`). One Text serves every finder
+    until a mask changes the text (_reopen)."""
+    cdef Py_ssize_t i = 0, n_f = len(finders), last, pos, p, e, start, kept_end, q
+    cdef int xid, held
     cdef U u
     cdef list pieces
     cdef bint plain
-    while True:
-        i, starts = next_starts(finders, i, text, back)
-        if starts is None:
-            return text
-        pattern, repl, kept, expand, xid = steps[i]
-        match = pattern.match
-        pieces = []
-        pos = last = 0
-        plain = False
-        _open_u(&u, text)
-        for p in starts:
-            if p < pos:
-                continue
-            if xid:
-                kept_end = -1
-                e = _exact(xid, &u, p, &kept_end)
-                if e < 0:
+    cdef Text t
+    cdef Vec v, edits
+    v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
+    edits.at, edits.n, edits.cap, edits.unsorted = NULL, 0, 0, 0
+    _open(&t, text)
+    try:
+        held = _held(&t)
+        while True:
+            i = _first_hit(finders, i, &t, held, back, &v)
+            if i == n_f:
+                return text
+            pattern, repl, kept, expand, xid = steps[i]
+            match = pattern.match
+            pieces = []
+            pos = last = 0
+            plain = False
+            edits.n = 0
+            _open_u(&u, text)
+            for q in range(v.n):
+                p = v.at[q]
+                if p < pos:
                     continue
-                if kept is not None:
-                    start, r = kept_end, kept[1]
+                if xid:
+                    kept_end = -1
+                    e = _exact(xid, &u, p, &kept_end)
+                    if e < 0:
+                        continue
+                    if kept is not None:
+                        start, r = kept_end, kept[1]
+                    else:
+                        start, r = p, repl
                 else:
-                    start, r = p, repl
-            else:
-                m = match(text, p)
-                if m is None:
-                    continue
-                e = m.end()
-                if e == p:          # an empty match: leave the subtleties to re
-                    plain = True
-                    break
-                if kept is not None:
-                    start, r = m.end(kept[0]), kept[1]
-                else:
-                    start, r = p, (repl if expand is None else expand(m))
-            pos = e
-            pieces.append(text[last:start])
-            pieces.append(r)
-            last = e
-        if plain:
-            text = pattern.sub(repl, text)
-        elif pieces:
-            pieces.append(text[last:])
-            text = "".join(pieces)
-        i += 1
+                    m = match(text, p)
+                    if m is None:
+                        continue
+                    e = m.end()
+                    if e == p:          # an empty match: leave the subtleties to re
+                        plain = True
+                        break
+                    if kept is not None:
+                        start, r = m.end(kept[0]), kept[1]
+                    else:
+                        start, r = p, (repl if expand is None else expand(m))
+                pos = e
+                pieces.append(text[last:start])
+                pieces.append(r)
+                last = e
+                _edit(&edits, start, e, len(r))
+            if plain:
+                text = pattern.sub(repl, text)
+                _close(&t)
+                _open(&t, text)
+                held = _held(&t)
+            elif pieces:
+                pieces.append(text[last:])
+                text = "".join(pieces)
+                _reopen(&t, text, &edits)
+                held = _held(&t)
+            i += 1
+    finally:
+        free(v.at)
+        free(edits.at)
+        _close(&t)
+
+
+cdef int _edit(Vec* edits, int64_t start, int64_t end, int64_t length) except -1:
+    """An edit recorded for _reopen (not through _push, which keeps a sorted set)."""
+    _room(edits, 3)
+    edits.at[edits.n] = start
+    edits.at[edits.n + 1] = end
+    edits.at[edits.n + 2] = length
+    edits.n += 3
+    return 0
 
 
 # ------------------------------------------------------- a round tallied ---
@@ -1271,17 +1394,24 @@ cdef inline const uint64_t* _tab_row(Tab* t, uint64_t q) noexcept nogil:
 
 
 cdef int _radix_sort(HI* a, HI* tmp, Py_ssize_t m) except -1 nogil:
-    """a sorted by h, stably (so equal h keep their order of i): LSD radix, a byte a pass."""
-    cdef Py_ssize_t count[256]
+    """a sorted by h, stably (so equal h keep their order of i): LSD radix, a byte a pass. The eight
+    bytes' counts are taken in one read of a (they do not depend on the order a pass leaves)."""
+    cdef Py_ssize_t counts[8][256]
+    cdef Py_ssize_t* count
     cdef Py_ssize_t i, c, total
-    cdef int shift
+    cdef int shift, byte
+    cdef uint64_t h
     cdef HI* src = a
     cdef HI* dst = tmp
     cdef HI* sw
-    for shift in range(0, 64, 8):
-        memset(count, 0, sizeof(count))
-        for i in range(m):
-            count[(src[i].h >> shift) & 255] += 1
+    memset(counts, 0, sizeof(counts))
+    for i in range(m):
+        h = a[i].h
+        for byte in range(8):
+            counts[byte][(h >> (8 * byte)) & 255] += 1
+    for byte in range(8):
+        shift = 8 * byte
+        count = counts[byte]
         if count[(src[0].h >> shift) & 255] == m:      # every key has this byte alike: nothing to move
             continue
         total = 0

@@ -131,6 +131,22 @@ def test_the_compiled_masks_equal_the_plain_masks(text):
         assert nz.apply_masks(t, "default") == nz.apply_masks_plain(t, "default")
 
 
+# What one mask replaces, and the listed words (months, weekdays, scores, relative days) a later mask's
+# finder looks for: apply_table finds the word starts once and carries them across each edit (_reopen).
+EDITED = ["https://a.io/x?q=1", "2026-10-28", "0123456789abcdef0123", "12:30", "3 days ago", "score: 0.5",
+          "\n12: ", "1712345678"]
+LISTED = ["oct", "october", "wed", "today", "score", "rank", "just now", "may", "sept", "yesterday"]
+
+
+@needs_compiled
+@hsettings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(EDITED + LISTED + [" ", ", ", "\n", "x", "\xe9", "\u0663", "1", "28", "2026"]),
+                max_size=40).map("".join))
+def test_a_word_next_to_an_earlier_masks_edit_is_found_as_in_a_fresh_text(text):
+    with on_path("compiled"):
+        assert nz.apply_masks(text, "default") == nz.apply_masks_plain(text, "default")
+
+
 @needs_compiled
 @hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text_st)
