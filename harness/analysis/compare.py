@@ -37,7 +37,7 @@ from imprint_core.stoprules import resolve
 
 from ..realruns.labels import LOOP_SLACK, Judgement, Tally, judge
 from .sweep.cache import ProgressCache
-from .stats import CONFIDENCE, Rate, mcnemar, paired_difference, rate
+from .stats import CONFIDENCE, Difference, Rate, mcnemar, paired_differences, rate
 from .sweep.progress import TuneRun
 from .sweep.stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
 
@@ -290,36 +290,68 @@ def _shipped_choice(rules: Sequence[RuleChoice]) -> RuleChoice:
     return RuleChoice(SHIPPED, SHIPPED, {})
 
 
-def _paired(comp: Comparison, label: str, idx: list[int]) -> dict[str, Any]:
-    """`label` against the shipped rule on the runs `idx`: exact McNemar on
-    harm and on loops caught, and paired bootstraps over tasks of the harm
-    rate and of the rounds saved on failed runs."""
+Figure = tuple[list[float], list[float], list[float]]   # a paired difference's (a, b, den), one value a run
+
+
+def _paired_figures(comp: Comparison, label: str, idx: list[int]) -> dict[str, Figure]:
+    """The shares `label` is paired with the shipped rule on, over the runs
+    `idx`: the harm rate and the rounds saved on failed runs."""
     mine, base = comp.judged[label], comp.judged[comp.shipped]
-    tasks = [comp.runs[i].task for i in idx]
+    return {"harm_rate": ([mine[i].harmed for i in idx], [base[i].harmed for i in idx],
+                          [mine[i].eligible for i in idx]),
+            "saving_rounds": ([mine[i].saved_rounds for i in idx], [base[i].saved_rounds for i in idx],
+                              [mine[i].rounds if mine[i].failed else 0 for i in idx])}
+
+
+def _paired(comp: Comparison, label: str, idx: list[int], diffs: dict[str, Difference]) -> dict[str, Any]:
+    """`label` against the shipped rule on the runs `idx`: exact McNemar on
+    harm and on loops caught, and paired bootstraps over tasks (`diffs`, of
+    `_paired_figures`) of the harm rate and of the rounds saved on failed runs."""
+    mine, base = comp.judged[label], comp.judged[comp.shipped]
     elig = [i for i in idx if mine[i].eligible]
     out = mcnemar([mine[i].harmed for i in elig], [base[i].harmed for i in elig]).to_dict("harm")
-    out |= paired_difference([mine[i].harmed for i in idx], [base[i].harmed for i in idx],
-                             [mine[i].eligible for i in idx], tasks).to_dict("harm_rate")
+    out |= diffs["harm_rate"].to_dict("harm_rate")
     loops = [(x, y) for i in idx for x, y in zip(mine[i].caught, base[i].caught)]
     out |= mcnemar([x for x, _ in loops], [y for _, y in loops]).to_dict("loops_caught")
-    out |= paired_difference([mine[i].saved_rounds for i in idx], [base[i].saved_rounds for i in idx],
-                             [mine[i].rounds if mine[i].failed else 0 for i in idx], tasks).to_dict("saving_rounds")
+    out |= diffs["saving_rounds"].to_dict("saving_rounds")
     return out
 
 
-def _saving_ci(comp: Comparison, label: str, idx: list[int]) -> dict[str, tuple[float | None, float | None]]:
-    """The 95% interval of each saving share: the paired bootstrap against nothing saved (a share's own
-    interval, resampled by task like every other figure)."""
+def _saving_figures(comp: Comparison, label: str, idx: list[int]) -> dict[str, Figure]:
+    """Each saving share as a paired difference against nothing saved (a
+    share's own interval, resampled by task like every other figure)."""
     mine = comp.judged[label]
-    tasks = [comp.runs[i].task for i in idx]
     zero = [0] * len(idx)
-    out = {}
-    for what, num, den in (("rounds", lambda j: j.saved_rounds, lambda j: j.rounds if j.failed else 0),
-                           ("reserve", lambda j: j.saved_tokens[0], lambda j: j.tokens[0] if j.failed else 0),
-                           ("prefix-refund", lambda j: j.saved_tokens[1], lambda j: j.tokens[1] if j.failed else 0)):
-        d = paired_difference([num(mine[i]) for i in idx], zero, [den(mine[i]) for i in idx], tasks)
-        out[what] = (d.low, d.high)
-    return out
+    return {what: ([num(mine[i]) for i in idx], zero, [den(mine[i]) for i in idx])
+            for what, num, den in (("rounds", lambda j: j.saved_rounds, lambda j: j.rounds if j.failed else 0),
+                                   ("reserve", lambda j: j.saved_tokens[0], lambda j: j.tokens[0] if j.failed else 0),
+                                   ("prefix-refund", lambda j: j.saved_tokens[1],
+                                    lambda j: j.tokens[1] if j.failed else 0))}
+
+
+def _intervals(comp: Comparison) -> None:
+    """Every cell's saving intervals and paired tests. The cells of one
+    corpus and part share their runs and tasks, so all their bootstraps are
+    drawn at once (`paired_differences`: each as it would be alone)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for label, corpus, part in comp.cells:
+        groups.setdefault((corpus, part), []).append(label)
+    for (corpus, part), labels in groups.items():
+        idx = comp.members(corpus, part)
+        wanted = []
+        for label in labels:
+            wanted += [(label, "saving", what, fig) for what, fig in _saving_figures(comp, label, idx).items()]
+            if label != comp.shipped:
+                wanted += [(label, "paired", what, fig) for what, fig in _paired_figures(comp, label, idx).items()]
+        diffs = paired_differences([fig for *_, fig in wanted], [comp.runs[i].task for i in idx])
+        found: dict[tuple[str, str], dict[str, Difference]] = {}
+        for (label, kind, what, _), d in zip(wanted, diffs):
+            found.setdefault((label, kind), {})[what] = d
+        for label in labels:
+            cell = comp.cell(label, corpus, part)
+            cell.saving_ci = {what: (d.low, d.high) for what, d in found[(label, "saving")].items()}
+            if label != comp.shipped:
+                cell.paired = _paired(comp, label, idx, found[(label, "paired")])
 
 
 def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Split | None = None,
@@ -350,11 +382,7 @@ def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Spli
                 for part in (parts[run.task], "all"):
                     add_run(out.cells.setdefault((c.label, corpus, part), Cell()), run, stops[c.label][i],
                             tokens[i], slack, j)
-    for (label, corpus, part), cell in out.cells.items():
-        idx = out.members(corpus, part)
-        cell.saving_ci = _saving_ci(out, label, idx)
-        if label != out.shipped:
-            cell.paired = _paired(out, label, idx)
+    _intervals(out)
     return out
 
 
