@@ -17,9 +17,10 @@ comparable with the tuner's. Per rule, per corpus and part:
   `TokenReplay`), with the round at which the record's default token budget
   would have ended the run anyway.
 
-Stops come from `stops.rule_stops`: the record's rule through the tuner's
+Stops come from `stops.rules_stops`: the record's rule through the tuner's
 cached per-round progress (`sweep.compute_progress`), so its cost is tune's;
-any other rule replayed directly (they are cheap: no text is normalized).
+every other rule replayed directly, a run at a time, all of them over the
+same round views.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from ..realruns.labels import LOOP_SLACK, Judgement, Tally, judge
 from .sweep.cache import ProgressCache
 from .stats import CONFIDENCE, Difference, Rate, mcnemar, paired_differences, rate
 from .sweep.progress import TuneRun
-from .sweep.stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
+from .sweep.stops import PARTS, RuleChoice, Split, rule_stops, rules_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
 
 DEFAULT_RULES = ("record", "record[patience=4]", "round-cap", "identical-batch", "openhands", "gemini-cli",
                  "result-aware-repeat", "any", "outcome-repeat", "repeat-aware")
@@ -354,6 +355,16 @@ def _intervals(comp: Comparison) -> None:
                 cell.paired = _paired(comp, label, idx, found[(label, "paired")])
 
 
+def compared(rules: Sequence[RuleChoice], against: RuleChoice | None = None) -> tuple[list[RuleChoice], RuleChoice]:
+    """The rules `compare` replays (`rules`, and first the one the others are
+    paired with when not among them: `against`, or the shipped rule), and that one."""
+    rules = list(rules)
+    shipped = against or _shipped_choice(rules)
+    if shipped not in rules:
+        rules.insert(0, shipped)
+    return rules, shipped
+
+
 def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Split | None = None,
             slack: int = LOOP_SLACK, cache: ProgressCache | None = None, jobs: int | None = 1,
             progress: Callable[[int], None] | None = None, against: RuleChoice | None = None) -> Comparison:
@@ -364,13 +375,10 @@ def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Spli
     the shipped one (a decision made before a rule shipped, made again after)."""
     split = split or Split()
     runs = list(runs)
-    rules = list(rules)
-    shipped = against or _shipped_choice(rules)
-    if shipped not in rules:
-        rules.insert(0, shipped)
+    rules, shipped = compared(rules, against)
     dev_tasks = {r.task for r in runs if r.always_dev}
     parts = {r.task: "dev" if r.task in dev_tasks else split.part(r.task) for r in runs}
-    stops = {c.label: rule_stops(c, runs, cache=cache, jobs=jobs, progress=progress) for c in rules}
+    stops = rules_stops(rules, runs, cache=cache, jobs=jobs, progress=progress)
     tokens = [token_replay(r) for r in runs]
     out = Comparison(rules, runs, stops, parts, slack, shipped=shipped.label)
     for c in rules:

@@ -17,6 +17,7 @@ when many figures share one draw).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -42,11 +43,7 @@ class Rate:
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        if not self.n:
-            return None
-        from scipy.stats import binomtest
-        ci = binomtest(self.k, self.n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
-        return float(ci.low), float(ci.high)
+        return _wilson(self.k, self.n) if self.n else None
 
     def to_dict(self, name: str) -> dict[str, Any]:
         ci = self.interval
@@ -66,6 +63,14 @@ class Rate:
             return "–"
         lo, hi = self.interval
         return f"{self.k}/{self.n} ({self.k / self.n:.1%}, {lo:.1%}–{hi:.1%})"
+
+
+@functools.lru_cache(maxsize=4_096)
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """k/n's interval, made once: compare asks for the same counts' in many cells, tables and plots."""
+    from scipy.stats import binomtest
+    ci = binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def rate(k: int, n: int) -> Rate:
@@ -96,8 +101,14 @@ def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
     only_b = sum(1 for x, y in zip(a, b) if y and not x)
     if only_a + only_b == 0:
         return McNemar(0, 0, 1.0)
+    return McNemar(only_a, only_b, _binomial_p(only_a, only_a + only_b))
+
+
+@functools.lru_cache(maxsize=4_096)
+def _binomial_p(k: int, n: int) -> float:
+    """The exact two-sided binomial test's p of k in n at one half, made once: compare's cells share counts."""
     from scipy.stats import binomtest
-    return McNemar(only_a, only_b, float(binomtest(only_a, only_a + only_b, 0.5).pvalue))
+    return float(binomtest(k, n, 0.5).pvalue)
 
 
 @dataclass(frozen=True)

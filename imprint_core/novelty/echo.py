@@ -135,11 +135,22 @@ class Echoes:
                 pairs.add((name, text))
         self.alternatives = _alternatives(frozenset(anywhere), frozenset(pairs))
         self.has_echoes = bool(self.alternatives)
-        forms = set().union(*(_forms(value, variant) for _, value in leaves(arguments)))
-        self.forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))   # the longest first
-        self.empty_value = any(isinstance(v, str) and not normalize("echo " + v, variant)[5:].strip()
-                               for _, v in leaves(arguments))
-        self.templated = bool(self.forms) or self.empty_value
+        self._arguments = arguments
+
+    # What only template_lines reads, made when first read: an empty read (evidence_free) needs none of it.
+    @functools.cached_property
+    def forms(self) -> tuple[str, ...]:
+        forms = set().union(*(_forms(value, self.variant) for _, value in leaves(self._arguments)))
+        return tuple(sorted(forms, key=lambda f: (-len(f), f)))   # the longest first
+
+    @functools.cached_property
+    def empty_value(self) -> bool:
+        return any(isinstance(v, str) and not normalize("echo " + v, self.variant)[5:].strip()
+                   for _, v in leaves(self._arguments))
+
+    @functools.cached_property
+    def templated(self) -> bool:
+        return bool(self.forms) or self.empty_value
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
