@@ -97,8 +97,8 @@ def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
     """Exact McNemar test of paired binary outcomes `a` and `b`."""
     if len(a) != len(b):
         raise ValueError("paired outcomes need one value of each per pair")
-    only_a = sum(1 for x, y in zip(a, b) if x and not y)
-    only_b = sum(1 for x, y in zip(a, b) if y and not x)
+    x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    only_a, only_b = int((x & ~y).sum()), int((y & ~x).sum())
     if only_a + only_b == 0:
         return McNemar(0, 0, 1.0)
     return McNemar(only_a, only_b, _binomial_p(only_a, only_a + only_b))
@@ -193,10 +193,13 @@ largest |value| times the tasks drawn)."""
 def _resampled_sums(vectors: list[np.ndarray], tasks: int, resamples: int, seed: int) -> list[np.ndarray]:
     """Each vector of per-task sums summed over every resample's drawn tasks."""
     drawn = np.random.default_rng(seed).integers(0, tasks, (resamples, tasks), dtype=np.int64)
-    stacked = np.stack(vectors)
-    if np.array_equal(stacked, np.round(stacked)) and np.abs(stacked).max(initial=0) * tasks < EXACT:
+    # figures often share a vector (a denominator, the shipped rule's side, nothing saved): each summed once
+    unique, which = np.unique(np.stack(vectors), axis=0, return_inverse=True)
+    if np.array_equal(unique, np.round(unique)) and np.abs(unique).max(initial=0) * tasks < EXACT:
         # how often each resample drew each task: one product for every vector
-        offsets = (np.arange(resamples, dtype=np.int64) * tasks)[:, None]
-        counts = np.bincount((drawn + offsets).ravel(), minlength=resamples * tasks).reshape(resamples, tasks)
-        return list((counts.astype(float) @ stacked.T).T)
-    return [v[drawn].sum(axis=-1) for v in vectors]
+        drawn += (np.arange(resamples, dtype=np.int64) * tasks)[:, None]
+        counts = np.bincount(drawn.ravel(), minlength=resamples * tasks).reshape(resamples, tasks)
+        sums = (counts.astype(float) @ unique.T).T
+    else:
+        sums = np.stack([v[drawn].sum(axis=-1) for v in unique])
+    return list(sums[which.ravel()])

@@ -242,16 +242,18 @@ def _marked(line: str, spans: list[tuple[int, int]]) -> str:
     return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
 
 
-def _forms(value: Any, variant: str) -> set[str]:
+@functools.lru_cache(maxsize=4_096, typed=True)     # typed: 1, 1.0 and True are written apart
+def _forms(value: Any, variant: str) -> frozenset[str]:
     """The ways a result may write an argument value, normalized like the
     evidence: as it is (masked, so `today` is `<ago>`), URL-encoded, as a
-    JSON string's inside, HTML-escaped."""
+    JSON string's inside, HTML-escaped. Made once per value: an agent sends
+    the same arguments again and again."""
     text = _text(value)
     raw = {text}
     if isinstance(value, str):
         raw |= {quote(text, safe=""), quote(text), quote_plus(text), json.dumps(text)[1:-1], html.escape(text)}
     # Masked as inside a line ("0:" at a line's start would be a line number's prefix, and gone).
-    return {f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f}
+    return frozenset(f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f)
 
 
 _PUNCTUATION = "".join(c for c in map(chr, range(0x2070)) if not _is_word(c) and not c.isspace())
@@ -385,7 +387,8 @@ def _pattern(alternatives: tuple[_Alternative, ...]) -> re.Pattern[str]:
     return re.compile("|".join(a.regex for a in alternatives))
 
 
-@shared(key=lambda text, echoes: (text, None if echoes is None else echoes.key), size=lambda text, echoes: len(text))
+@shared(key=lambda text, echoes: None if callable(echoes) else (text, None if echoes is None else echoes.key),
+        size=lambda text, echoes: len(text))      # echoes still to be made: no key (they are, once, by echoes_of)
 def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | None") -> bool:
     """Whether text is an empty read (the module's docstring): nothing in it
     but the shapes of "no results" and the call's own arguments. `echoes`

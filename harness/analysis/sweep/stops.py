@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from imprint_core.novelty import NoveltyConfig
+from imprint_core.novelty import NoveltyConfig, shared_work
 from imprint_core.stoprules import build, resolve
 from imprint_core.stoprules.builtin import AnyRule
 from imprint_core.stoprules.candidate import OutcomeRepeat
@@ -134,17 +134,18 @@ def _replayed(choices: Sequence[RuleChoice], runs: Sequence[TuneRun],
     # normalization profile's checks)
     tallies = {key: [build(infos[k], choices[k].params) for k in group] for key, group in alike.items()}
     out: list[list[int | None]] = [[] for _ in choices]
-    for run in runs:
-        views = [[(rnd.number, round_view(rnd)) for rnd in rep.rounds] for rep in run.full]
-        try:
-            for k in plain:
-                out[k].append(_first_stop(build(infos[k], choices[k].params), views))
-        except RuleFailed as exc:     # a user's rule raised (stoprules/guard.py): say in which run
-            raise exc.in_run(run.origin or run.name) from None
-        for key, group in alike.items():
-            for k, stop in zip(group, _tallied(tallies[key], views)):
-                out[k].append(stop)
-        ran()
+    with shared_work():     # a run's repeated results and arguments normalized, segmented and echoed once
+        for run in runs:
+            views = [[(rnd.number, round_view(rnd)) for rnd in rep.rounds] for rep in run.full]
+            try:
+                for k in plain:
+                    out[k].append(_first_stop(build(infos[k], choices[k].params), views))
+            except RuleFailed as exc:     # a user's rule raised (stoprules/guard.py): say in which run
+                raise exc.in_run(run.origin or run.name) from None
+            for key, group in alike.items():
+                for k, stop in zip(group, _tallied(tallies[key], views)):
+                    out[k].append(stop)
+            ran()
     return {id(c): stops for c, stops in zip(choices, out)}
 
 
