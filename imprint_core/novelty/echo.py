@@ -397,14 +397,15 @@ def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | Non
     s = text.strip()
     if not s or len(s) > EMPTY_JSON_CHARS:
         return not s
-    if callable(echoes):
-        echoes = echoes()
     fenced = _FENCE.match(s)
     if fenced:
         s = fenced.group(1).strip()
         if not s:
             return True
-    if _HTML.match(s):
+    page = _HTML.match(s)
+    if callable(echoes) and (len(s) <= PHRASE_CHARS or s[0] in "[{\"" or s == "null" or page):
+        echoes = echoes()      # only where they can count: plain text past PHRASE_CHARS is no phrase
+    if page:
         s = html.unescape(_TAG.sub(" ", _HTML_SKIP.sub(" ", s))).strip()
         return not s or _empty_phrase(s, echoes)
     if s[0] in "[{\"" or s == "null":
@@ -426,8 +427,12 @@ _NOT_JSON = object()
 _NOT_PARSED = object()
 
 
+PHRASE_CHARS = 400
+"""Far longer than any way of saying "nothing found"."""
+
+
 def _empty_phrase(s: str, echoes: Echoes | None) -> bool:
-    if len(s) > 400:     # far longer than any way of saying "nothing found"
+    if len(s) > PHRASE_CHARS:
         return False
     s = " ".join(s.casefold().split()).strip(_EDGES)
     if not s:        # punctuation alone: no words, judged as nothing by the shingles, not a phrase
