@@ -24,7 +24,8 @@ built-in rule over the whole labelled set, as reports/compare/command.txt
 runs it (its output to a temporary folder, no disk cache, one process), on
 the compiled novelty path and, as the baseline in the same run, on the
 pure-Python one (IMPRINT_NOVELTY_PURE=1): CPU milliseconds per run and rule,
-loading the corpora included (target: at most 1 ms).
+loading the corpora included (target: at most 1 ms), the least of
+`--compare-repeat` runs of each path taken in turn.
 """
 from __future__ import annotations
 
