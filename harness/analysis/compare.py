@@ -17,9 +17,10 @@ comparable with the tuner's. Per rule, per corpus and part:
   `TokenReplay`), with the round at which the record's default token budget
   would have ended the run anyway.
 
-Stops come from `stops.rule_stops`: the record's rule through the tuner's
+Stops come from `stops.rules_stops`: the record's rule through the tuner's
 cached per-round progress (`sweep.compute_progress`), so its cost is tune's;
-any other rule replayed directly (they are cheap: no text is normalized).
+every other rule replayed directly, a run at a time, all of them over the
+same round views.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from imprint_core.budget import POLICIES, TokenBudget, TokenLedger
 from imprint_core.counting import ByteEstimateCounter
 from imprint_core.loop import LoopConfig
@@ -37,9 +40,9 @@ from imprint_core.stoprules import resolve
 
 from ..realruns.labels import LOOP_SLACK, Judgement, Tally, judge
 from .sweep.cache import ProgressCache
-from .stats import CONFIDENCE, Rate, mcnemar, paired_difference, rate
+from .stats import CONFIDENCE, Difference, Rate, mcnemar, paired_differences, rate
 from .sweep.progress import TuneRun
-from .sweep.stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
+from .sweep.stops import PARTS, RuleChoice, Split, rule_stops, rules_stops  # noqa: F401  (RuleChoice, rule_stops: compare's names too)
 
 DEFAULT_RULES = ("record", "record[patience=4]", "round-cap", "identical-batch", "openhands", "gemini-cli",
                  "result-aware-repeat", "any", "outcome-repeat", "repeat-aware")
@@ -290,36 +293,94 @@ def _shipped_choice(rules: Sequence[RuleChoice]) -> RuleChoice:
     return RuleChoice(SHIPPED, SHIPPED, {})
 
 
-def _paired(comp: Comparison, label: str, idx: list[int]) -> dict[str, Any]:
-    """`label` against the shipped rule on the runs `idx`: exact McNemar on
-    harm and on loops caught, and paired bootstraps over tasks of the harm
-    rate and of the rounds saved on failed runs."""
-    mine, base = comp.judged[label], comp.judged[comp.shipped]
-    tasks = [comp.runs[i].task for i in idx]
-    elig = [i for i in idx if mine[i].eligible]
-    out = mcnemar([mine[i].harmed for i in elig], [base[i].harmed for i in elig]).to_dict("harm")
-    out |= paired_difference([mine[i].harmed for i in idx], [base[i].harmed for i in idx],
-                             [mine[i].eligible for i in idx], tasks).to_dict("harm_rate")
-    loops = [(x, y) for i in idx for x, y in zip(mine[i].caught, base[i].caught)]
-    out |= mcnemar([x for x, _ in loops], [y for _, y in loops]).to_dict("loops_caught")
-    out |= paired_difference([mine[i].saved_rounds for i in idx], [base[i].saved_rounds for i in idx],
-                             [mine[i].rounds if mine[i].failed else 0 for i in idx], tasks).to_dict("saving_rounds")
+Figure = tuple[np.ndarray, np.ndarray, np.ndarray]   # a paired difference's (a, b, den), one value a run
+
+
+class _Columns:
+    """One rule's judgements over every run as columns (the figures the
+    intervals and paired tests read, `RunJudged`'s), so that each corpus
+    and part takes its runs' values by index."""
+
+    def __init__(self, judged: Sequence[RunJudged]):
+        def col(f, dtype=float):
+            return np.fromiter(map(f, judged), dtype=dtype, count=len(judged))
+        self.harmed, self.eligible = col(lambda j: j.harmed, bool), col(lambda j: j.eligible, bool)
+        failed = col(lambda j: j.failed, bool)
+        self.saved = {"rounds": col(lambda j: j.saved_rounds), "reserve": col(lambda j: j.saved_tokens[0]),
+                      "prefix-refund": col(lambda j: j.saved_tokens[1])}
+        self.failed = {"rounds": col(lambda j: j.rounds) * failed, "reserve": col(lambda j: j.tokens[0]) * failed,
+                       "prefix-refund": col(lambda j: j.tokens[1]) * failed}
+        # each labelled loop of each run, in order: the same loops for every rule (the label's, within the run)
+        self.caught = np.array([hit for j in judged for hit in j.caught], dtype=bool)
+        self.loop_run = np.array([i for i, j in enumerate(judged) for _ in j.loops], dtype=np.intp)
+
+
+def _paired_figures(mine: _Columns, base: _Columns, idx: np.ndarray) -> dict[str, Figure]:
+    """The shares a rule (`mine`) is paired with the shipped rule (`base`)
+    on, over the runs `idx`: the harm rate and the rounds saved on failed runs."""
+    return {"harm_rate": (mine.harmed[idx], base.harmed[idx], mine.eligible[idx]),
+            "saving_rounds": (mine.saved["rounds"][idx], base.saved["rounds"][idx], mine.failed["rounds"][idx])}
+
+
+def _paired(mine: _Columns, base: _Columns, idx: np.ndarray, diffs: dict[str, Difference]) -> dict[str, Any]:
+    """A rule (`mine`) against the shipped rule (`base`) on the runs `idx`:
+    exact McNemar on harm and on loops caught, and paired bootstraps over
+    tasks (`diffs`, of `_paired_figures`) of the harm rate and of the rounds
+    saved on failed runs."""
+    elig = idx[mine.eligible[idx]]
+    out = mcnemar(mine.harmed[elig], base.harmed[elig]).to_dict("harm")
+    out |= diffs["harm_rate"].to_dict("harm_rate")
+    inside = np.zeros(len(mine.harmed), dtype=bool)
+    inside[idx] = True
+    loops = inside[mine.loop_run]
+    out |= mcnemar(mine.caught[loops], base.caught[loops]).to_dict("loops_caught")
+    out |= diffs["saving_rounds"].to_dict("saving_rounds")
     return out
 
 
-def _saving_ci(comp: Comparison, label: str, idx: list[int]) -> dict[str, tuple[float | None, float | None]]:
-    """The 95% interval of each saving share: the paired bootstrap against nothing saved (a share's own
-    interval, resampled by task like every other figure)."""
-    mine = comp.judged[label]
-    tasks = [comp.runs[i].task for i in idx]
-    zero = [0] * len(idx)
-    out = {}
-    for what, num, den in (("rounds", lambda j: j.saved_rounds, lambda j: j.rounds if j.failed else 0),
-                           ("reserve", lambda j: j.saved_tokens[0], lambda j: j.tokens[0] if j.failed else 0),
-                           ("prefix-refund", lambda j: j.saved_tokens[1], lambda j: j.tokens[1] if j.failed else 0)):
-        d = paired_difference([num(mine[i]) for i in idx], zero, [den(mine[i]) for i in idx], tasks)
-        out[what] = (d.low, d.high)
-    return out
+def _saving_figures(mine: _Columns, idx: np.ndarray) -> dict[str, Figure]:
+    """Each saving share as a paired difference against nothing saved (a
+    share's own interval, resampled by task like every other figure)."""
+    zero = np.zeros(len(idx))
+    return {what: (mine.saved[what][idx], zero, mine.failed[what][idx]) for what in ("rounds", *POLICIES)}
+
+
+def _intervals(comp: Comparison) -> None:
+    """Every cell's saving intervals and paired tests. The cells of one
+    corpus and part share their runs and tasks, so all their bootstraps are
+    drawn at once (`paired_differences`: each as it would be alone)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for label, corpus, part in comp.cells:
+        groups.setdefault((corpus, part), []).append(label)
+    cols = {label: _Columns(judged) for label, judged in comp.judged.items()}
+    base = cols[comp.shipped]
+    for (corpus, part), labels in groups.items():
+        idx = np.array(comp.members(corpus, part), dtype=np.intp)
+        wanted = []
+        for label in labels:
+            wanted += [(label, "saving", what, fig) for what, fig in _saving_figures(cols[label], idx).items()]
+            if label != comp.shipped:
+                wanted += [(label, "paired", what, fig)
+                           for what, fig in _paired_figures(cols[label], base, idx).items()]
+        diffs = paired_differences([fig for *_, fig in wanted], [comp.runs[i].task for i in idx])
+        found: dict[tuple[str, str], dict[str, Difference]] = {}
+        for (label, kind, what, _), d in zip(wanted, diffs):
+            found.setdefault((label, kind), {})[what] = d
+        for label in labels:
+            cell = comp.cell(label, corpus, part)
+            cell.saving_ci = {what: (d.low, d.high) for what, d in found[(label, "saving")].items()}
+            if label != comp.shipped:
+                cell.paired = _paired(cols[label], base, idx, found[(label, "paired")])
+
+
+def compared(rules: Sequence[RuleChoice], against: RuleChoice | None = None) -> tuple[list[RuleChoice], RuleChoice]:
+    """The rules `compare` replays (`rules`, and first the one the others are
+    paired with when not among them: `against`, or the shipped rule), and that one."""
+    rules = list(rules)
+    shipped = against or _shipped_choice(rules)
+    if shipped not in rules:
+        rules.insert(0, shipped)
+    return rules, shipped
 
 
 def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Split | None = None,
@@ -332,13 +393,10 @@ def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Spli
     the shipped one (a decision made before a rule shipped, made again after)."""
     split = split or Split()
     runs = list(runs)
-    rules = list(rules)
-    shipped = against or _shipped_choice(rules)
-    if shipped not in rules:
-        rules.insert(0, shipped)
+    rules, shipped = compared(rules, against)
     dev_tasks = {r.task for r in runs if r.always_dev}
     parts = {r.task: "dev" if r.task in dev_tasks else split.part(r.task) for r in runs}
-    stops = {c.label: rule_stops(c, runs, cache=cache, jobs=jobs, progress=progress) for c in rules}
+    stops = rules_stops(rules, runs, cache=cache, jobs=jobs, progress=progress)
     tokens = [token_replay(r) for r in runs]
     out = Comparison(rules, runs, stops, parts, slack, shipped=shipped.label)
     for c in rules:
@@ -350,11 +408,7 @@ def compare(runs: Sequence[TuneRun], rules: Sequence[RuleChoice], *, split: Spli
                 for part in (parts[run.task], "all"):
                     add_run(out.cells.setdefault((c.label, corpus, part), Cell()), run, stops[c.label][i],
                             tokens[i], slack, j)
-    for (label, corpus, part), cell in out.cells.items():
-        idx = out.members(corpus, part)
-        cell.saving_ci = _saving_ci(out, label, idx)
-        if label != out.shipped:
-            cell.paired = _paired(out, label, idx)
+    _intervals(out)
     return out
 
 

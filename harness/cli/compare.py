@@ -13,7 +13,7 @@ from imprint_core.settings import SPECS
 
 from ..conventions import EXIT_FAILED, EXIT_OK, workdir
 from ..realruns.labels import LOOP_SLACK
-from .console import console
+from .console import console, progress_lines, say
 from .corpora import add_corpus_options, corpora_from
 from .inputs import RUN_OUTPUTS
 from .ruleargs import add_rule_options, rules_of
@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         costs = rule_costs(cost_file) if args.costs or Path(cost_file).exists() else None
     corpora, notes = corpora_from(args)
     out = console(stderr=True)
+    say("compare", f"reading {len(corpora)} labelled corpora")
     with out.status("reading the labelled corpora ...") if out.is_terminal else _nothing():
         runs, warnings = load_corpora(corpora, args.user_turns, outcomes=True)
     for w in notes + warnings:
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserInputError(f"cannot create the output folder: {exc.strerror}", file=str(dest), key="--out") from None
+    say("compare", f"writing compare.md, compare.json and compare.png to {dest}")
     decisions = []
     if args.decide:
         from ..analysis.decision import decide
@@ -157,11 +159,14 @@ class _nothing:
 
 
 def _compare_with_progress(out, runs, choices, split, args, cache, compare, against=None):
-    if not out.is_terminal:
-        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs, against=against)
+    from ..analysis.compare import compared
+    total = len(runs) * len(compared(choices, against)[0])
+    if not out.is_terminal:     # a log gets a line each tenth of the way where a terminal gets the bar
+        return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs, against=against,
+                       progress=progress_lines("compare", "rule × run pairs replayed", total))
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=out, transient=True) as bar:
-        task = bar.add_task("replaying (rule × run)", total=len(runs) * len(choices))
+        task = bar.add_task("replaying (rule × run)", total=total)
         return compare(runs, choices, split=split, slack=args.slack, cache=cache, jobs=args.jobs, against=against,
                        progress=lambda n: bar.advance(task, n))

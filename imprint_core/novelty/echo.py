@@ -135,11 +135,22 @@ class Echoes:
                 pairs.add((name, text))
         self.alternatives = _alternatives(frozenset(anywhere), frozenset(pairs))
         self.has_echoes = bool(self.alternatives)
-        forms = set().union(*(_forms(value, variant) for _, value in leaves(arguments)))
-        self.forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))   # the longest first
-        self.empty_value = any(isinstance(v, str) and not normalize("echo " + v, variant)[5:].strip()
-                               for _, v in leaves(arguments))
-        self.templated = bool(self.forms) or self.empty_value
+        self._arguments = arguments
+
+    # What only template_lines reads, made when first read: an empty read (evidence_free) needs none of it.
+    @functools.cached_property
+    def forms(self) -> tuple[str, ...]:
+        forms = set().union(*(_forms(value, self.variant) for _, value in leaves(self._arguments)))
+        return tuple(sorted(forms, key=lambda f: (-len(f), f)))   # the longest first
+
+    @functools.cached_property
+    def empty_value(self) -> bool:
+        return any(isinstance(v, str) and not normalize("echo " + v, self.variant)[5:].strip()
+                   for _, v in leaves(self._arguments))
+
+    @functools.cached_property
+    def templated(self) -> bool:
+        return bool(self.forms) or self.empty_value
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -231,16 +242,18 @@ def _marked(line: str, spans: list[tuple[int, int]]) -> str:
     return " ".join(w for w in text.split() if w == ECHO_MARK or _WORDLIKE.search(w))
 
 
-def _forms(value: Any, variant: str) -> set[str]:
+@functools.lru_cache(maxsize=4_096, typed=True)     # typed: 1, 1.0 and True are written apart
+def _forms(value: Any, variant: str) -> frozenset[str]:
     """The ways a result may write an argument value, normalized like the
     evidence: as it is (masked, so `today` is `<ago>`), URL-encoded, as a
-    JSON string's inside, HTML-escaped."""
+    JSON string's inside, HTML-escaped. Made once per value: an agent sends
+    the same arguments again and again."""
     text = _text(value)
     raw = {text}
     if isinstance(value, str):
         raw |= {quote(text, safe=""), quote(text), quote_plus(text), json.dumps(text)[1:-1], html.escape(text)}
     # Masked as inside a line ("0:" at a line's start would be a line number's prefix, and gone).
-    return {f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f}
+    return frozenset(f for f in (" ".join(normalize("echo " + r, variant).split())[5:] for r in raw) if f)
 
 
 _PUNCTUATION = "".join(c for c in map(chr, range(0x2070)) if not _is_word(c) and not c.isspace())
@@ -374,7 +387,8 @@ def _pattern(alternatives: tuple[_Alternative, ...]) -> re.Pattern[str]:
     return re.compile("|".join(a.regex for a in alternatives))
 
 
-@shared(key=lambda text, echoes: (text, None if echoes is None else echoes.key), size=lambda text, echoes: len(text))
+@shared(key=lambda text, echoes: None if callable(echoes) else (text, None if echoes is None else echoes.key),
+        size=lambda text, echoes: len(text))      # echoes still to be made: no key (they are, once, by echoes_of)
 def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | None") -> bool:
     """Whether text is an empty read (the module's docstring): nothing in it
     but the shapes of "no results" and the call's own arguments. `echoes`
@@ -383,14 +397,15 @@ def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | Non
     s = text.strip()
     if not s or len(s) > EMPTY_JSON_CHARS:
         return not s
-    if callable(echoes):
-        echoes = echoes()
     fenced = _FENCE.match(s)
     if fenced:
         s = fenced.group(1).strip()
         if not s:
             return True
-    if _HTML.match(s):
+    page = _HTML.match(s)
+    if callable(echoes) and (len(s) <= PHRASE_CHARS or s[0] in "[{\"" or s == "null" or page):
+        echoes = echoes()      # only where they can count: plain text past PHRASE_CHARS is no phrase
+    if page:
         s = html.unescape(_TAG.sub(" ", _HTML_SKIP.sub(" ", s))).strip()
         return not s or _empty_phrase(s, echoes)
     if s[0] in "[{\"" or s == "null":
@@ -412,8 +427,12 @@ _NOT_JSON = object()
 _NOT_PARSED = object()
 
 
+PHRASE_CHARS = 400
+"""Far longer than any way of saying "nothing found"."""
+
+
 def _empty_phrase(s: str, echoes: Echoes | None) -> bool:
-    if len(s) > 400:     # far longer than any way of saying "nothing found"
+    if len(s) > PHRASE_CHARS:
         return False
     s = " ".join(s.casefold().split()).strip(_EDGES)
     if not s:        # punctuation alone: no words, judged as nothing by the shingles, not a phrase

@@ -197,8 +197,18 @@ class OutcomeRepeat(Rule):
             self.errors.popitem(last=False)
         return out
 
+    @property
+    def judging(self) -> tuple:
+        """What the verdicts depend on (every parameter but the patiences):
+        rules alike in it give the same verdicts round by round, so a replay
+        may judge once for all of them and `tally` each (harness sweep/stops.py)."""
+        return self.similarity, self.measure, self.normalization, self.memory, self.writes
+
     def observe(self, round: RoundView, reads: dict[int, tuple] | None = None) -> str | None:
-        verdicts = self.verdicts(round, reads) if round.kind != "error" else []
+        return self.tally(self.verdicts(round, reads) if round.kind != "error" else [])
+
+    def tally(self, verdicts: list[str]) -> str | None:
+        """A round's verdicts added to the evidence: the reason to stop, or None."""
         repeats = [v for v in verdicts if v in self.patience]
         if "new" in verdicts:
             self.evidence, self.rounds = 0, 0

@@ -20,6 +20,7 @@ and a rule can only add stops.
 """
 from __future__ import annotations
 
+import functools
 import json
 import typing
 from dataclasses import dataclass, field
@@ -95,10 +96,11 @@ class CallView:
         if type(self.args) is not FrozenDict:
             object.__setattr__(self, "args", frozen(self.args))
 
-    @property
+    @functools.cached_property
     def action(self) -> str:
         """The call's identity for repetition rules: tool and arguments, as
-        Gemini CLI keys a call (name, then the arguments' JSON in their order)."""
+        Gemini CLI keys a call (name, then the arguments' JSON in their order);
+        made once, for every rule shown the same view."""
         return self.tool + ":" + json.dumps(self.args, ensure_ascii=False, separators=(",", ":"), default=str)
 
 

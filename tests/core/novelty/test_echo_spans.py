@@ -69,3 +69,29 @@ def test_configs_sharing_work_share_one_echoes_but_never_across_types():
         assert echoes_of({"page": 1.0}, "default").pattern.pattern != one.pattern.pattern
         assert echoes_of({"page": 1}, "basic") is not one
     assert echoes_of({"page": 1}, "default") is not echoes_of({"page": 1}, "default")   # off: built anew
+
+
+_SHAPES = st.sampled_from(["{}", "No results for {}", '{{"query": "{}", "results": []}}', "<html><p>{}</p></html>",
+                           "```\n{}\n```", '["{}"]', "{} " + "z" * 420, "<div>{} " + "y" * 420 + "</div>",
+                           # a page longer than a phrase whose text is short enough to be one
+                           "<html><script>" + "s" * 420 + "</script><p>no results {}</p></html>", "{}"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_an_empty_read_is_judged_alike_whether_its_echoes_are_made_before_or_on_demand(data):
+    # the candidate rule hands evidence_free a function that makes the echoes, and it makes them only where
+    # they can change the answer (JSON, a page, text short enough to be a "no results" phrase)
+    from imprint_core.novelty.echo import PHRASE_CHARS, evidence_free
+    args = data.draw(_ARGS)
+    text = data.draw(_SHAPES).format(data.draw(_texts(args)))
+    made = []
+
+    def later():
+        made.append(1)
+        return Echoes(args, "default")
+
+    assert evidence_free(text, later) == evidence_free(text, Echoes(args, "default"))
+    s = text.strip()
+    if len(s) > PHRASE_CHARS and s[0] not in "[{\"<`" and s != "null":
+        assert not made         # plain text too long to be a phrase: the echoes were never needed

@@ -88,3 +88,51 @@ def test_a_paired_difference_is_antisymmetric_and_its_bounds_are_ordered(rows):
         assert d.low <= d.upper95 <= d.high + 1e-12
         # the same seed draws the same tasks: the swapped pair is the mirror image, bound for bound
         assert (r.low, r.high) == (pytest.approx(-d.high), pytest.approx(-d.low))
+
+
+def _scipy_paired(a, b, den, groups):
+    """The definition: scipy.stats.bootstrap over tasks, paired, percentile (what stats.py did before it drew
+    the resamples once for many figures)."""
+    import warnings
+    import numpy as np
+    from scipy.stats import DegenerateDataWarning, bootstrap
+    from harness.analysis.stats import CONFIDENCE, RESAMPLES, SEED
+    keys = list(dict.fromkeys(groups))
+    sums = []
+    for v in (a, b, den):
+        s = np.zeros(len(keys))
+        np.add.at(s, [keys.index(g) for g in groups], np.asarray(v, dtype=float))
+        sums.append(s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)     # scipy's standard error of undefined resamples
+        res = bootstrap(tuple(sums), lambda x, y, d, axis=-1: (x.sum(axis) - y.sum(axis)) / d.sum(axis),
+                        paired=True, vectorized=True, n_resamples=RESAMPLES, method="percentile",
+                        rng=np.random.default_rng(SEED))
+    dist = res.bootstrap_distribution
+    dist = dist[np.isfinite(dist)]
+    tail = (1 - CONFIDENCE) * 100
+    return tuple(float(x) for x in np.percentile(dist, [tail / 2, 100 - tail / 2, 100 - tail]))
+
+
+_runs = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 6), st.integers(0, 5)),
+                 min_size=2, max_size=30)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(_runs, min_size=1, max_size=3).filter(lambda f: len({len(r) for r in f}) == 1), st.booleans())
+def test_figures_sharing_one_draw_each_get_exactly_scipy_s_bootstrap(figures, floats):
+    # several figures over the same runs and tasks, as compare asks for them per cell: each gets the bounds
+    # scipy's bootstrap gives it alone, bit for bit (counts through one product, fractions summed as drawn)
+    from harness.analysis.stats import paired_differences
+    groups = [g for *_, g in figures[0]]
+    scale = 0.37 if floats else 1
+    pairs = [([x * scale for x, _, _, _ in f], [y * scale for _, y, _, _ in f], [d for _, _, d, _ in f])
+             for f in figures]
+    got = paired_differences(pairs, groups)
+    for (a, b, den), d in zip(pairs, got):
+        alone = paired_difference(a, b, den, groups)
+        assert d == alone
+        if d.low is not None and d.low != d.high:
+            want = _scipy_paired(a, b, den, groups)
+            assert (d.low, d.high, d.upper95) == want
