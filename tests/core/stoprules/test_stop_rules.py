@@ -4,6 +4,7 @@ new reply, parameters checked, and a user's rule from a file or module."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -429,13 +430,89 @@ def test_outcome_repeat_parameters_are_checked_and_memory_is_bounded():
     assert len(rule.errors) <= 4
 
 
+def test_outcome_repeat_remembers_every_result_of_a_key_and_forgets_the_oldest_key(monkeypatch):
+    """A key (tool and arguments) keeps every result it gave, not only the
+    last; past MAX_KEYS keys the least recently seen is forgotten, and only it."""
+    from imprint_core.stoprules import candidate
+    a = "FAILED test_x.py::test_a - AssertionError: 3 != 4 in the first module of the suite"
+    b = "collected 12 items; all passed in 0.31 seconds with no warnings from the plugin manager"
+    run = lambda i, text, cmd="pytest": rnd(i, call("bash", result=text, cmd=cmd))   # noqa: E731
+    rule = build("outcome-repeat", {"action_repeats": 3})
+    verdicts = []
+    for i, text in enumerate([a, b, a], start=1):
+        rule.observe(run(i, text))
+        verdicts.append(rule.notes()["calls"])
+    assert verdicts == ["new", "new", "action"]     # a, then b, then a again: a is still remembered
+    assert rule.notes()["repeat_evidence"] == 0.3333   # one round of a third, to four places
+    monkeypatch.setattr(candidate, "MAX_KEYS", 2)
+    rule = build("outcome-repeat", {"action_repeats": 3})
+    for i, cmd in enumerate(["x", "y", "z"], start=1):
+        rule.observe(run(i, a, cmd))
+    assert len(rule.sketches) == 2
+    rule.observe(run(4, a, "y"))
+    assert rule.notes()["calls"] == "action"       # y and z kept
+    rule.observe(run(5, a, "x"))
+    assert rule.notes()["calls"] == "new"          # x, the oldest, forgotten
+
+
+def test_outcome_repeat_alone_reads_a_result_of_its_own_arguments_as_empty():
+    """Judging for itself (no record half), outcome-repeat asks evidence_free
+    with the call's arguments: a result that only gives the query back is an
+    empty read, neutral, as the record judges it."""
+    rule = build("outcome-repeat")
+    rule.observe(rnd(1, call(result='{"query": "zebra crossing"}', q="zebra crossing")))
+    assert rule.notes()["calls"] == "neutral"
+    rule.observe(rnd(2, call(result='{"query": "zebra crossing"}', q="another query")))
+    assert rule.notes()["calls"] == "new"
+
+
+def test_outcome_repeat_judges_the_evidence_units_a_tool_gave_not_its_wrapper():
+    """Where the tool gave evidence units (segments), those are the read's
+    text: the same units in another wrapper repeat, and units with no text
+    are an empty read whatever the wrapper says."""
+    unit = "Fubo announces its 2020 leadership: a new chief financial officer and a new head of content"
+    rule = build("outcome-repeat", {"action_repeats": 3})
+    wrappers = ["page one of the listing, served at noon by the mirror in Oslo",
+                "a wholly other banner: sponsored links, weather for Lima, cookie settings and a footer"]
+    for i, wrapper in enumerate(wrappers, start=1):
+        rule.observe(rnd(i, CallView("search", {"q": "fubo"}, "read", "ok", wrapper, (unit,))))
+    assert rule.notes()["calls"] == "action"
+    rule.observe(rnd(3, CallView("search", {"q": "other"}, "read", "ok", wrappers[1], ("", " "))))
+    assert rule.notes()["calls"] == "neutral"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"error_repeats": 0}, "error_repeats must be an integer of at least 1; got 0"),
+    ({"page_repeats": 0}, "page_repeats must be an integer of at least 1; got 0"),
+    ({"action_repeats": 0}, "action_repeats must be an integer of at least 1; got 0"),
+    ({"write_repeats": 0}, "write_repeats must be an integer of at least 1; got 0"),
+    ({"similarity": 0}, "similarity must be in (0, 1]; got 0"),
+    ({"measure": "cosine"}, "measure must be one of jaccard, containment; got 'cosine'"),
+    ({"memory": 1}, "memory must be at least 2; got 1"),
+    ({"writes": "skip"}, "writes must be one of reset, neutral; got 'skip'")])
+def test_outcome_repeat_names_the_parameter_it_refuses_and_takes_its_bounds(bad, words):
+    with pytest.raises(UserInputError, match=re.escape(words)):
+        build("outcome-repeat", bad)
+    # the bounds themselves are allowed
+    assert build("outcome-repeat", {"similarity": 1, "memory": 2, "error_repeats": 1}).memory == 2
+
+
+def test_outcome_repeat_built_directly_refuses_a_boolean_count():
+    """Built without the parameter converter (a library user's own code), the
+    class checks its counts itself: True is not a count."""
+    from imprint_core.stoprules.candidate import OutcomeRepeat
+    with pytest.raises(ValueError, match="page_repeats must be an integer of at least 1; got True"):
+        OutcomeRepeat(1, True, 6, 3, 0.8, "jaccard", "ocr", 1024, "reset")
+
+
 def test_repeat_aware_is_the_record_or_outcome_repeat_whichever_stops_first():
     rule = build("repeat-aware", {"patience": 3, "page_repeats": 5})
     # changing error texts: the record's patience runs out at 3 errors, the repeat half sees only new errors
     errors = [rnd(i, call(status="error", result=f"timeout after {i * 7} attempts on shard {i}")) for i in (1, 2, 3)]
     assert first_stop(rule, errors) == 3
     rule = build("repeat-aware", {"patience": 9, "page_repeats": 2})
-    assert first_stop(rule, [page(1), page(2, " x"), page(3, " y")]) == 3
+    assert [rule.observe(r) for r in [page(1), page(2, " x"), page(3, " y")]] == [
+        None, None, "outcome-repeat: 2 consecutive rounds that only repeat earlier outcomes (page)"]
     assert build("repeat-aware").specs[1][1]["page_repeats"] == 2
 
 
