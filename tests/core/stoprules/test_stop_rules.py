@@ -505,6 +505,52 @@ def test_outcome_repeat_built_directly_refuses_a_boolean_count():
         OutcomeRepeat(1, True, 6, 3, 0.8, "jaccard", "ocr", 1024, "reset")
 
 
+def test_outcome_repeat_s_verdict_per_call_kind_and_its_notes():
+    """Each kind of call gets its verdict's own word in the notes: a call the
+    deadline suppressed is neutral whatever its text, a write that ran (ok or
+    empty) is new then a write repeat, or neutral with writes=neutral; the
+    same action with its arguments in another order is the same action, and
+    arguments JSON cannot spell are spelled as text. A fresh rule's notes are zeros."""
+    import datetime
+    rule = build("outcome-repeat", {"error_repeats": 2})
+    assert rule.notes() == {"repeat_evidence": 0, "repeat_rounds": 0, "calls": ""}
+    fail = [rnd(i, call("book", status="error", result="Error: total price is 1203, paid 833", user="u1"))
+            for i in (1, 2, 3)]
+    assert [rule.observe(r) for r in fail] == [
+        None, None, "2 consecutive rounds that only repeat earlier outcomes (error)"]
+
+    def calls_of(rule, *calls, i=1):
+        rule.observe(rnd(i, *calls))
+        return rule.notes()["calls"]
+    rule = build("outcome-repeat")
+    assert calls_of(rule, call(status="not_executed", result="skipped: the research deadline passed", q="x")) == "neutral"
+    assert calls_of(rule, call("bash", kind="write", status="empty", result="", cmd="touch f")) == "new"
+    assert calls_of(rule, call("bash", kind="write", status="empty", result="", cmd="touch f"), i=2) == "write"
+    rule = build("outcome-repeat", {"writes": "neutral"})
+    assert calls_of(rule, call("bash", kind="write", result="done", cmd="touch g")) == "neutral"
+    rule = build("outcome-repeat")
+    text = "FAILED test_x.py::test_a - AssertionError: 3 != 4 in the first module of the suite"
+    assert calls_of(rule, CallView("bash", {"cmd": "pytest", "cwd": "/src"}, "read", "ok", text)) == "new"
+    assert calls_of(rule, CallView("bash", {"cwd": "/src", "cmd": "pytest"}, "read", "ok", text), i=2) == "action"
+    when = datetime.date(2024, 5, 1)
+    assert calls_of(rule, CallView("cal", {"day": when}, "read", "ok", text), i=3) == "new"
+    assert calls_of(rule, CallView("cal", {"day": when}, "read", "ok", text), i=4) == "action"
+
+
+def test_outcome_repeat_masks_its_profile_s_own_noise_and_only_that():
+    """The ocr profile (the default) masks OCR noise that the record's
+    profile keeps: a page read again with stray letters and symbol tokens
+    repeats; with normalization=default it is new text."""
+    words = ("Overview News Events Presentations Financials Governance press release list for 2024 quarterly "
+             "results annual report proxy statement investor day webcast replay dividend history").split()
+    noisy = " ".join(w + " " + "xqzjkvw|~"[i % 9] for i, w in enumerate(words))
+    for profile, second in (("ocr", "page"), ("default", "new")):
+        rule = build("outcome-repeat", {"normalization": profile})
+        for i, text in enumerate([" ".join(words), noisy], start=1):
+            rule.observe(rnd(i, call("WebSurfer", result="https://ir.fubo.tv/news/ " + text, q="news")))
+        assert rule.notes()["calls"] == second, profile
+
+
 def test_repeat_aware_is_the_record_or_outcome_repeat_whichever_stops_first():
     rule = build("repeat-aware", {"patience": 3, "page_repeats": 5})
     # changing error texts: the record's patience runs out at 3 errors, the repeat half sees only new errors
