@@ -537,6 +537,50 @@ def test_outcome_repeat_s_verdict_per_call_kind_and_its_notes():
     assert calls_of(rule, CallView("cal", {"day": when}, "read", "ok", text), i=4) == "action"
 
 
+def test_outcome_repeat_s_neutral_calls_measures_and_memories():
+    """The neutral calls by name (an empty status, an empty read, a first
+    error, an unanswered ask, a read whose text the profile masks whole, which
+    does not end the round's judging); an answered ask is new each time; an
+    error judged in the profile's own base (logs masks durations); the
+    configured measure and an exact similarity; the newest writes and errors
+    kept, the oldest forgotten, `memory` of each."""
+    def calls_of(rule, *calls, i=1):
+        rule.observe(rnd(i, *calls))
+        return rule.notes()["calls"]
+    rule = build("outcome-repeat")
+    assert calls_of(rule, call(status="empty", result="", q="a"), call(result='{"results": []}', q="b"),
+                    call(status="error", result="Error: no such index", q="c"),
+                    call("ask_user", kind="ask", status="error", result="no answer came")) == "neutral,neutral,neutral,neutral"
+    assert calls_of(rule, call("ask_user", kind="ask", result="yes, 2020"), i=2) == "new"
+    assert calls_of(rule, call("ask_user", kind="ask", result="yes, 2020"), i=3) == "new"
+    assert calls_of(rule, call(result="| ~ •", q="a"), call(result="fresh fact number one about topic seven", q="b"),
+                    i=4) == "neutral,new"
+    rule = build("outcome-repeat", {"normalization": "logs"})
+    calls_of(rule, call(status="error", result="Error: timed out after 1.52s", q="a"))
+    assert calls_of(rule, call(status="error", result="Error: timed out after 3.07s", q="a"), i=2) == "error"
+    a = "the quarterly results of fubo for 2024 with revenue and subscriber counts by region"
+    b = a + " and then a great deal of other text about leadership changes, new offices, hiring plans, and the outlook"
+    for measure, second in (("containment", "action"), ("jaccard", "new")):
+        rule = build("outcome-repeat", {"measure": measure})
+        calls_of(rule, call(result=b, q="x"))
+        assert calls_of(rule, call(result=a, q="x"), i=2) == second, measure
+    rule = build("outcome-repeat", {"similarity": 1})
+    calls_of(rule, call(result=a, q="x"))
+    assert calls_of(rule, call(result=a, q="x"), i=2) == "action"
+    # two errors in one round are both remembered
+    rule = build("outcome-repeat")
+    calls_of(rule, call(status="error", result="Error: disk full", q="a"), call(status="error", result="Error: bad id", q="b"))
+    assert calls_of(rule, call(status="error", result="Error: disk full", q="a"), i=2) == "error"
+    write = lambda w: call("bash", kind="write", result="done", cmd=w)   # noqa: E731
+    rule = build("outcome-repeat", {"memory": 2})
+    assert [calls_of(rule, write(w), i=i) for i, w in enumerate(["w1", "w2", "w1", "w3", "w3", "w2"], 1)] == \
+        ["new", "new", "write", "new", "write", "new"]     # w2 forgotten when w3 came: the oldest of two
+    error = lambda e: call(status="error", result=f"Error: {e} failed", q=e)   # noqa: E731
+    rule = build("outcome-repeat", {"memory": 2})      # each error is remembered twice (action, and tool)
+    assert [calls_of(rule, error(e), i=i) for i, e in enumerate(["e1", "e1", "e2", "e2", "e1"], 1)] == \
+        ["neutral", "error", "neutral", "error", "neutral"]
+
+
 def test_outcome_repeat_masks_its_profile_s_own_noise_and_only_that():
     """The ocr profile (the default) masks OCR noise that the record's
     profile keeps: a page read again with stray letters and symbol tokens
