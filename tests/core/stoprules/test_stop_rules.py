@@ -581,6 +581,16 @@ def test_outcome_repeat_s_neutral_calls_measures_and_memories():
         ["neutral", "error", "neutral", "error", "neutral"]
 
 
+def test_outcome_repeat_counts_its_repeating_rounds_one_by_one_and_resets_on_new():
+    rule = build("outcome-repeat", {"page_repeats": 4})
+    other = rnd(4, call("WebSurfer", result="Fubo announces its 2020 leadership: a new chief financial officer"))
+    counts = []
+    for r in [page(1), page(2, " x"), page(3, " y"), other, page(5, " z")]:
+        rule.observe(r)
+        counts.append(rule.notes()["repeat_rounds"])
+    assert counts == [0, 1, 2, 0, 1]
+
+
 def test_outcome_repeat_masks_its_profile_s_own_noise_and_only_that():
     """The ocr profile (the default) masks OCR noise that the record's
     profile keeps: a page read again with stray letters and symbol tokens
