@@ -69,3 +69,24 @@ def test_configs_sharing_work_share_one_echoes_but_never_across_types():
         assert echoes_of({"page": 1.0}, "default").pattern.pattern != one.pattern.pattern
         assert echoes_of({"page": 1}, "basic") is not one
     assert echoes_of({"page": 1}, "default") is not echoes_of({"page": 1}, "default")   # off: built anew
+
+
+def test_occurrences_are_whole_words_the_first_then_the_longest():
+    """Echoes.occurrences: an argument's form where the line writes it as
+    whole words (at a word-character edge), every place, of overlapping ones
+    the first and then the longest; `forms` narrows the forms looked for."""
+    from imprint_core.novelty.echo import echoes_of
+    e = echoes_of({"q": "cat"}, "default")
+    line = "cat concat cat-food cats xcat cat"
+    assert e.occurrences(line) == e.occurrences(line, ["cat"]) == [(0, 3), (11, 14), (30, 33)]
+    assert e.occurrences(line, []) == []
+    assert e.occurrences("c++ and c++x", ["c++"]) == [(0, 3), (8, 11)]
+    both = echoes_of({"q": "new york", "r": "york"}, "default")
+    assert both.occurrences("new york and york, newyork") == [(0, 8), (13, 17)]
+
+
+def test_a_reading_is_bare_without_its_marks_and_its_words_punctuation():
+    from imprint_core.novelty.echo import ECHO_MARK, _bare
+    reading = f'"q": {ECHO_MARK} , (hello) world!'
+    assert _bare(reading) == "q hello world"
+    assert _bare(reading, keep=ECHO_MARK) == f"q {ECHO_MARK} hello world"
