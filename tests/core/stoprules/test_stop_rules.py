@@ -523,7 +523,8 @@ def test_outcome_repeat_s_verdict_per_call_kind_and_its_notes():
         rule.observe(rnd(i, *calls))
         return rule.notes()["calls"]
     rule = build("outcome-repeat")
-    assert calls_of(rule, call(status="not_executed", result="skipped: the research deadline passed", q="x")) == "neutral"
+    skipped = call(status="not_executed", result="skipped: the research deadline passed", q="x")
+    assert calls_of(rule, skipped) == "neutral"
     assert calls_of(rule, call("bash", kind="write", status="empty", result="", cmd="touch f")) == "new"
     assert calls_of(rule, call("bash", kind="write", status="empty", result="", cmd="touch f"), i=2) == "write"
     rule = build("outcome-repeat", {"writes": "neutral"})
@@ -550,7 +551,8 @@ def test_outcome_repeat_s_neutral_calls_measures_and_memories():
     rule = build("outcome-repeat")
     assert calls_of(rule, call(status="empty", result="", q="a"), call(result='{"results": []}', q="b"),
                     call(status="error", result="Error: no such index", q="c"),
-                    call("ask_user", kind="ask", status="error", result="no answer came")) == "neutral,neutral,neutral,neutral"
+                    call("ask_user", kind="ask", status="error", result="no answer came")) == \
+        "neutral,neutral,neutral,neutral"
     assert calls_of(rule, call("ask_user", kind="ask", result="yes, 2020"), i=2) == "new"
     assert calls_of(rule, call("ask_user", kind="ask", result="yes, 2020"), i=3) == "new"
     assert calls_of(rule, call(result="| ~ •", q="a"), call(result="fresh fact number one about topic seven", q="b"),
@@ -569,7 +571,8 @@ def test_outcome_repeat_s_neutral_calls_measures_and_memories():
     assert calls_of(rule, call(result=a, q="x"), i=2) == "action"
     # two errors in one round are both remembered
     rule = build("outcome-repeat")
-    calls_of(rule, call(status="error", result="Error: disk full", q="a"), call(status="error", result="Error: bad id", q="b"))
+    calls_of(rule, call(status="error", result="Error: disk full", q="a"),
+             call(status="error", result="Error: bad id", q="b"))
     assert calls_of(rule, call(status="error", result="Error: disk full", q="a"), i=2) == "error"
     write = lambda w: call("bash", kind="write", result="done", cmd=w)   # noqa: E731
     rule = build("outcome-repeat", {"memory": 2})
