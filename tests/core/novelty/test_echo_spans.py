@@ -95,3 +95,24 @@ def test_an_empty_read_is_judged_alike_whether_its_echoes_are_made_before_or_on_
     s = text.strip()
     if len(s) > PHRASE_CHARS and s[0] not in "[{\"<`" and s != "null":
         assert not made         # plain text too long to be a phrase: the echoes were never needed
+
+
+def test_occurrences_are_whole_words_the_first_then_the_longest():
+    """Echoes.occurrences: an argument's form where the line writes it as
+    whole words (at a word-character edge), every place, of overlapping ones
+    the first and then the longest; `forms` narrows the forms looked for."""
+    from imprint_core.novelty.echo import echoes_of
+    e = echoes_of({"q": "cat"}, "default")
+    line = "cat concat cat-food cats xcat cat"
+    assert e.occurrences(line) == e.occurrences(line, ["cat"]) == [(0, 3), (11, 14), (30, 33)]
+    assert e.occurrences(line, []) == []
+    assert e.occurrences("c++ and c++x", ["c++"]) == [(0, 3), (8, 11)]
+    both = echoes_of({"q": "new york", "r": "york"}, "default")
+    assert both.occurrences("new york and york, newyork") == [(0, 8), (13, 17)]
+
+
+def test_a_reading_is_bare_without_its_marks_and_its_words_punctuation():
+    from imprint_core.novelty.echo import ECHO_MARK, _bare
+    reading = f'"q": {ECHO_MARK} , (hello) world!'
+    assert _bare(reading) == "q hello world"
+    assert _bare(reading, keep=ECHO_MARK) == f"q {ECHO_MARK} hello world"

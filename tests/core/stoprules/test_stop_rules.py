@@ -4,6 +4,7 @@ new reply, parameters checked, and a user's rule from a file or module."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -429,13 +430,192 @@ def test_outcome_repeat_parameters_are_checked_and_memory_is_bounded():
     assert len(rule.errors) <= 4
 
 
+def test_outcome_repeat_remembers_every_result_of_a_key_and_forgets_the_oldest_key(monkeypatch):
+    """A key (tool and arguments) keeps every result it gave, not only the
+    last; past MAX_KEYS keys the least recently seen is forgotten, and only it."""
+    from imprint_core.stoprules import candidate
+    a = "FAILED test_x.py::test_a - AssertionError: 3 != 4 in the first module of the suite"
+    b = "collected 12 items; all passed in 0.31 seconds with no warnings from the plugin manager"
+    run = lambda i, text, cmd="pytest": rnd(i, call("bash", result=text, cmd=cmd))   # noqa: E731
+    rule = build("outcome-repeat", {"action_repeats": 3})
+    verdicts = []
+    for i, text in enumerate([a, b, a], start=1):
+        rule.observe(run(i, text))
+        verdicts.append(rule.notes()["calls"])
+    assert verdicts == ["new", "new", "action"]     # a, then b, then a again: a is still remembered
+    assert rule.notes()["repeat_evidence"] == 0.3333   # one round of a third, to four places
+    monkeypatch.setattr(candidate, "MAX_KEYS", 2)
+    rule = build("outcome-repeat", {"action_repeats": 3})
+    for i, cmd in enumerate(["x", "y", "z"], start=1):
+        rule.observe(run(i, a, cmd))
+    assert len(rule.sketches) == 2
+    rule.observe(run(4, a, "y"))
+    assert rule.notes()["calls"] == "action"       # y and z kept
+    rule.observe(run(5, a, "x"))
+    assert rule.notes()["calls"] == "new"          # x, the oldest, forgotten
+
+
+def test_outcome_repeat_alone_reads_a_result_of_its_own_arguments_as_empty():
+    """Judging for itself (no record half), outcome-repeat asks evidence_free
+    with the call's arguments: a result that only gives the query back is an
+    empty read, neutral, as the record judges it."""
+    rule = build("outcome-repeat")
+    rule.observe(rnd(1, call(result='{"query": "zebra crossing"}', q="zebra crossing")))
+    assert rule.notes()["calls"] == "neutral"
+    rule.observe(rnd(2, call(result='{"query": "zebra crossing"}', q="another query")))
+    assert rule.notes()["calls"] == "new"
+
+
+def test_outcome_repeat_judges_the_evidence_units_a_tool_gave_not_its_wrapper():
+    """Where the tool gave evidence units (segments), those are the read's
+    text: the same units in another wrapper repeat, and units with no text
+    are an empty read whatever the wrapper says."""
+    unit = "Fubo announces its 2020 leadership: a new chief financial officer and a new head of content"
+    rule = build("outcome-repeat", {"action_repeats": 3})
+    wrappers = ["page one of the listing, served at noon by the mirror in Oslo",
+                "a wholly other banner: sponsored links, weather for Lima, cookie settings and a footer"]
+    for i, wrapper in enumerate(wrappers, start=1):
+        rule.observe(rnd(i, CallView("search", {"q": "fubo"}, "read", "ok", wrapper, (unit,))))
+    assert rule.notes()["calls"] == "action"
+    rule.observe(rnd(3, CallView("search", {"q": "other"}, "read", "ok", wrappers[1], ("", " "))))
+    assert rule.notes()["calls"] == "neutral"
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"error_repeats": 0}, "error_repeats must be an integer of at least 1; got 0"),
+    ({"page_repeats": 0}, "page_repeats must be an integer of at least 1; got 0"),
+    ({"action_repeats": 0}, "action_repeats must be an integer of at least 1; got 0"),
+    ({"write_repeats": 0}, "write_repeats must be an integer of at least 1; got 0"),
+    ({"similarity": 0}, "similarity must be in (0, 1]; got 0"),
+    ({"measure": "cosine"}, "measure must be one of jaccard, containment; got 'cosine'"),
+    ({"memory": 1}, "memory must be at least 2; got 1"),
+    ({"writes": "skip"}, "writes must be one of reset, neutral; got 'skip'")])
+def test_outcome_repeat_names_the_parameter_it_refuses_and_takes_its_bounds(bad, words):
+    with pytest.raises(UserInputError, match=re.escape(words)):
+        build("outcome-repeat", bad)
+    # the bounds themselves are allowed
+    assert build("outcome-repeat", {"similarity": 1, "memory": 2, "error_repeats": 1}).memory == 2
+
+
+def test_outcome_repeat_built_directly_refuses_a_boolean_count():
+    """Built without the parameter converter (a library user's own code), the
+    class checks its counts itself: True is not a count."""
+    from imprint_core.stoprules.candidate import OutcomeRepeat
+    with pytest.raises(ValueError, match="page_repeats must be an integer of at least 1; got True"):
+        OutcomeRepeat(1, True, 6, 3, 0.8, "jaccard", "ocr", 1024, "reset")
+
+
+def test_outcome_repeat_s_verdict_per_call_kind_and_its_notes():
+    """Each kind of call gets its verdict's own word in the notes: a call the
+    deadline suppressed is neutral whatever its text, a write that ran (ok or
+    empty) is new then a write repeat, or neutral with writes=neutral; the
+    same action with its arguments in another order is the same action, and
+    arguments JSON cannot spell are spelled as text. A fresh rule's notes are zeros."""
+    import datetime
+    rule = build("outcome-repeat", {"error_repeats": 2})
+    assert rule.notes() == {"repeat_evidence": 0, "repeat_rounds": 0, "calls": ""}
+    fail = [rnd(i, call("book", status="error", result="Error: total price is 1203, paid 833", user="u1"))
+            for i in (1, 2, 3)]
+    assert [rule.observe(r) for r in fail] == [
+        None, None, "2 consecutive rounds that only repeat earlier outcomes (error)"]
+
+    def calls_of(rule, *calls, i=1):
+        rule.observe(rnd(i, *calls))
+        return rule.notes()["calls"]
+    rule = build("outcome-repeat")
+    skipped = call(status="not_executed", result="skipped: the research deadline passed", q="x")
+    assert calls_of(rule, skipped) == "neutral"
+    assert calls_of(rule, call("bash", kind="write", status="empty", result="", cmd="touch f")) == "new"
+    assert calls_of(rule, call("bash", kind="write", status="empty", result="", cmd="touch f"), i=2) == "write"
+    rule = build("outcome-repeat", {"writes": "neutral"})
+    assert calls_of(rule, call("bash", kind="write", result="done", cmd="touch g")) == "neutral"
+    rule = build("outcome-repeat")
+    text = "FAILED test_x.py::test_a - AssertionError: 3 != 4 in the first module of the suite"
+    assert calls_of(rule, CallView("bash", {"cmd": "pytest", "cwd": "/src"}, "read", "ok", text)) == "new"
+    assert calls_of(rule, CallView("bash", {"cwd": "/src", "cmd": "pytest"}, "read", "ok", text), i=2) == "action"
+    when = datetime.date(2024, 5, 1)
+    assert calls_of(rule, CallView("cal", {"day": when}, "read", "ok", text), i=3) == "new"
+    assert calls_of(rule, CallView("cal", {"day": when}, "read", "ok", text), i=4) == "action"
+
+
+def test_outcome_repeat_s_neutral_calls_measures_and_memories():
+    """The neutral calls by name (an empty status, an empty read, a first
+    error, an unanswered ask, a read whose text the profile masks whole, which
+    does not end the round's judging); an answered ask is new each time; an
+    error judged in the profile's own base (logs masks durations); the
+    configured measure and an exact similarity; the newest writes and errors
+    kept, the oldest forgotten, `memory` of each."""
+    def calls_of(rule, *calls, i=1):
+        rule.observe(rnd(i, *calls))
+        return rule.notes()["calls"]
+    rule = build("outcome-repeat")
+    assert calls_of(rule, call(status="empty", result="", q="a"), call(result='{"results": []}', q="b"),
+                    call(status="error", result="Error: no such index", q="c"),
+                    call("ask_user", kind="ask", status="error", result="no answer came")) == \
+        "neutral,neutral,neutral,neutral"
+    assert calls_of(rule, call("ask_user", kind="ask", result="yes, 2020"), i=2) == "new"
+    assert calls_of(rule, call("ask_user", kind="ask", result="yes, 2020"), i=3) == "new"
+    assert calls_of(rule, call(result="| ~ •", q="a"), call(result="fresh fact number one about topic seven", q="b"),
+                    i=4) == "neutral,new"
+    rule = build("outcome-repeat", {"normalization": "logs"})
+    calls_of(rule, call(status="error", result="Error: timed out after 1.52s", q="a"))
+    assert calls_of(rule, call(status="error", result="Error: timed out after 3.07s", q="a"), i=2) == "error"
+    a = "the quarterly results of fubo for 2024 with revenue and subscriber counts by region"
+    b = a + " and then a great deal of other text about leadership changes, new offices, hiring plans, and the outlook"
+    for measure, second in (("containment", "action"), ("jaccard", "new")):
+        rule = build("outcome-repeat", {"measure": measure})
+        calls_of(rule, call(result=b, q="x"))
+        assert calls_of(rule, call(result=a, q="x"), i=2) == second, measure
+    rule = build("outcome-repeat", {"similarity": 1})
+    calls_of(rule, call(result=a, q="x"))
+    assert calls_of(rule, call(result=a, q="x"), i=2) == "action"
+    # two errors in one round are both remembered
+    rule = build("outcome-repeat")
+    calls_of(rule, call(status="error", result="Error: disk full", q="a"),
+             call(status="error", result="Error: bad id", q="b"))
+    assert calls_of(rule, call(status="error", result="Error: disk full", q="a"), i=2) == "error"
+    write = lambda w: call("bash", kind="write", result="done", cmd=w)   # noqa: E731
+    rule = build("outcome-repeat", {"memory": 2})
+    assert [calls_of(rule, write(w), i=i) for i, w in enumerate(["w1", "w2", "w1", "w3", "w3", "w2"], 1)] == \
+        ["new", "new", "write", "new", "write", "new"]     # w2 forgotten when w3 came: the oldest of two
+    error = lambda e: call(status="error", result=f"Error: {e} failed", q=e)   # noqa: E731
+    rule = build("outcome-repeat", {"memory": 2})      # each error is remembered twice (action, and tool)
+    assert [calls_of(rule, error(e), i=i) for i, e in enumerate(["e1", "e1", "e2", "e2", "e1"], 1)] == \
+        ["neutral", "error", "neutral", "error", "neutral"]
+
+
+def test_outcome_repeat_counts_its_repeating_rounds_one_by_one_and_resets_on_new():
+    rule = build("outcome-repeat", {"page_repeats": 4})
+    other = rnd(4, call("WebSurfer", result="Fubo announces its 2020 leadership: a new chief financial officer"))
+    counts = []
+    for r in [page(1), page(2, " x"), page(3, " y"), other, page(5, " z")]:
+        rule.observe(r)
+        counts.append(rule.notes()["repeat_rounds"])
+    assert counts == [0, 1, 2, 0, 1]
+
+
+def test_outcome_repeat_masks_its_profile_s_own_noise_and_only_that():
+    """The ocr profile (the default) masks OCR noise that the record's
+    profile keeps: a page read again with stray letters and symbol tokens
+    repeats; with normalization=default it is new text."""
+    words = ("Overview News Events Presentations Financials Governance press release list for 2024 quarterly "
+             "results annual report proxy statement investor day webcast replay dividend history").split()
+    noisy = " ".join(w + " " + "xqzjkvw|~"[i % 9] for i, w in enumerate(words))
+    for profile, second in (("ocr", "page"), ("default", "new")):
+        rule = build("outcome-repeat", {"normalization": profile})
+        for i, text in enumerate([" ".join(words), noisy], start=1):
+            rule.observe(rnd(i, call("WebSurfer", result="https://ir.fubo.tv/news/ " + text, q="news")))
+        assert rule.notes()["calls"] == second, profile
+
+
 def test_repeat_aware_is_the_record_or_outcome_repeat_whichever_stops_first():
     rule = build("repeat-aware", {"patience": 3, "page_repeats": 5})
     # changing error texts: the record's patience runs out at 3 errors, the repeat half sees only new errors
     errors = [rnd(i, call(status="error", result=f"timeout after {i * 7} attempts on shard {i}")) for i in (1, 2, 3)]
     assert first_stop(rule, errors) == 3
     rule = build("repeat-aware", {"patience": 9, "page_repeats": 2})
-    assert first_stop(rule, [page(1), page(2, " x"), page(3, " y")]) == 3
+    assert [rule.observe(r) for r in [page(1), page(2, " x"), page(3, " y")]] == [
+        None, None, "outcome-repeat: 2 consecutive rounds that only repeat earlier outcomes (page)"]
     assert build("repeat-aware").specs[1][1]["page_repeats"] == 2
 
 
