@@ -54,7 +54,7 @@ from ...realruns.noveltyconfigs import config_key
 from ...realruns.outcomes import OutcomeError, outcome_of
 from ...realruns.regressionstore import CORPUS as REGRESSIONS
 from ...realruns.roundlogs import replies
-from ...realruns.runfiles import RunFile, find_inputs, read_file
+from ...realruns.runfiles import RunFile, iter_inputs, read_file
 from .cache import Progress, ProgressCache, decode, encode
 from .table import (RunTable, TuneRun, _weight, digest_at, first_of_equal, held_at,  # noqa: F401  (TuneRun: imported from here)
                     refs_of, reply_lengths, weights_of)
@@ -112,16 +112,18 @@ def _numbers(nums: list[int]) -> Sequence[int]:
 
 
 def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunFile, RunSource]]:
-    """`load_runs`, a file at a time (the runs of one file in memory at once)."""
-    found, warned = find_inputs(paths)
-    warnings += warned
-    for path, kind, named in found:
+    """`load_runs`, a file at a time (the runs of one file in memory at once;
+    the files are found one at a time too, `runfiles.iter_inputs`)."""
+    skipped: list[str] = []
+    unread: list[str] = []
+    for path, kind, named in iter_inputs(paths, skipped):
         got, warning = read_file(path, kind, named=named)
         file = sys.intern(str(path))
         for rf in got:
             yield rf, RunSource(file, kind, named, sys.intern(rf.log.path), "")
         if warning:
-            warnings.append(warning)
+            unread.append(warning)
+    warnings += skipped + unread      # as a list of the files first gave them: the files skipped, then the rest
 
 
 def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | None = None, *,
