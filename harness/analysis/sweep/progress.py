@@ -29,7 +29,9 @@ config per item, kept to measure the two side by side
 (benchmarks/bench_tune.py). Every patience value then replays the cheap
 counter: `stop_rounds` finds the stop of every patience in one pass.
 
-Memory: a corpus is read a file at a time, and the runs past `HOLD_CHARS`
+Memory: the runs loaded live in a `table.RunTable`, columns rather than
+an object a run (built as a `TuneRun` when read); a corpus's files are
+found and read one at a time, and the runs past `HOLD_CHARS`
 of result text keep only what the verdicts need (label, round numbers,
 digest); a work item carries them as references (`work.Unheld`), the
 worker that judges one reads its replies again and lets them go after, and
@@ -261,8 +263,9 @@ class ProgressTable(Mapping[tuple[int, int], Progress]):
     one after another, replies cut where `TuneRun.numbers` cuts them. A
     dict of decoded lists held 1.6 million objects at 100,000 runs × 16
     configs (a synthetic dict of that shape measured 324 MiB under
-    tracemalloc); this holds 16 bytes a round. (The sweep's measured peak
-    at 100,000 runs barely moved, 556 -> 545 MiB: it lies elsewhere.) Runs of equal content share one
+    tracemalloc); this holds 16 bytes a round (the sweep's peak lay
+    elsewhere: in the runs' objects, now `table.RunTable`, and in the
+    listing of the files, now `runfiles.iter_inputs`). Runs of equal content share one
     row span (`alias`). Read as a mapping: `table[(ci, ri)]` decodes."""
 
     def __init__(self, runs: Sequence[TuneRun], configs: int):
