@@ -124,6 +124,13 @@ def rows() -> list[tuple[str, str, str, str]]:
         out.append(("… peak memory at " + " / ".join(f"{int(k):,}" for k in rss) + " runs",
                     " / ".join(f"{v} MiB" for v in rss.values()) + f" ({mc['ratio_10000_to_1000']}× for 10× the runs)",
                     "≤ 2× from 10,000 to 100,000", "not measured at 100,000"))
+    sm = (scale or {}).get("sweep_memory")
+    if sm:
+        (lo, hi), rows = sm["sizes"], {r["size"]: r for r in sm["results"]}
+        out.append((f"… the same with the novelty judgement stubbed (`bench_sweep_memory.py`, commit {sm['commit']}): "
+                    f"peak memory at {lo:,} → {hi:,} runs", f"{rows[lo]['peak_rss_mib']} MiB → "
+                    f"{rows[hi]['peak_rss_mib']} MiB ({sm['ratio']}×)", "≤ 2× from 10,000 to 100,000",
+                    "met" if sm["met"] else "missed"))
     cmp_ = (scale or {}).get("compare")
     if cmp_:
         c, p = cmp_["compiled"], cmp_["pure"]

@@ -102,14 +102,24 @@ class ListedFile:
         return Path(self.path.name) if self.folder is None else self.path.relative_to(self.folder)
 
 
-def natural_order(path: Path) -> tuple:
+def natural_order(path: Path | str) -> str:
     """Sort key: numbers in a path compare as numbers (`run-9` before
     `run-10`), so a folder's runs come in the order their producer numbered
-    them; names that hold no numbers sort as text."""
+    them; names that hold no numbers sort as text. The path is cut into
+    chunks at `/ - _ .`; a chunk of digits sorts as its number, before any
+    text. The key is one string (a chunk's kind, a number's digit count and
+    digits, or the text, each chunk ended by NUL), ordered as the tuple of
+    the chunks would be: at 100,000 files a tuple a file held some 150 MB
+    while they were sorted."""
+    text = path.as_posix() if isinstance(path, Path) else path.replace(os.sep, "/")
     parts = []
-    for chunk in path.as_posix().replace("-", "/").replace("_", "/").replace(".", "/").split("/"):
-        parts.append((0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk))
-    return tuple(parts)
+    for chunk in text.replace("-", "/").replace("_", "/").replace(".", "/").split("/"):
+        if chunk.isdigit():
+            digits = str(int(chunk)).lstrip("0")      # as int() reads it: leading zeros and all
+            parts.append(f"\x01{len(digits):08d}{digits}\x00")
+        else:
+            parts.append(f"\x02{chunk}\x00")
+    return "".join(parts)
 
 
 def expand_paths(paths: Iterable[str | Path], wanted: Callable[[str], bool], *,
@@ -119,15 +129,26 @@ def expand_paths(paths: Iterable[str | Path], wanted: Callable[[str], bool], *,
     accepts, below it (`recursive`) or directly in it, hidden files and
     folders skipped, in `natural_order`. A path that does not exist is a
     `UserInputError` naming it."""
-    out: list[ListedFile] = []
+    return list(iter_paths(paths, wanted, recursive=recursive))
+
+
+def iter_paths(paths: Iterable[str | Path], wanted: Callable[[str], bool], *,
+               recursive: bool = True) -> Iterator[ListedFile]:
+    """`expand_paths`, a file at a time: a folder's files are listed and
+    sorted as text, and each becomes a `Path` only when it is reached (a
+    `Path` a file, at 100,000 files, held some 120 MB)."""
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = [f for f in (p.rglob("*") if recursive else p.iterdir()) if wanted(f.name) and f.is_file()
-                     and not any(part.startswith(".") for part in f.relative_to(p).parts)]
-            out.extend(ListedFile(f, p) for f in sorted(found, key=natural_order))
+            found: list[str] = []
+            for top, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if recursive else []
+                found += [f for f in (os.path.join(top, name) for name in files
+                                      if not name.startswith(".") and wanted(name)) if os.path.isfile(f)]
+            found.sort(key=natural_order)
+            for f in found:
+                yield ListedFile(Path(f), p)
         elif p.exists():
-            out.append(ListedFile(p))
+            yield ListedFile(p)
         else:
             raise UserInputError("no such file or directory", file=str(p))
-    return out

@@ -28,12 +28,12 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from imprint_core.errors import UserInputError
 from imprint_core.trace import TRACE_FORMAT
 
-from ..conventions import expand_paths
+from ..conventions import iter_paths
 from .importers import registry
 from .importers.convert import convert, describe_shape, detect, output_paths
 from .importers.rawfiles import FOLDER_SUFFIXES, Source, load, raw_suffix
@@ -133,18 +133,25 @@ def find_inputs(paths: Iterable[str | Path]) -> tuple[list[tuple[Path, str, bool
     """(file, kind, named) for every run file under `paths`, in a natural
     order; folders are searched recursively (hidden folders skipped). A
     missing path is an error; a folder's file of no kind a warning."""
-    out: list[tuple[Path, str, bool]] = []
     warnings: list[str] = []
-    seen: set[Path] = set()
-    for listed in expand_paths(paths, _run_file_name):
+    return list(iter_inputs(paths, warnings)), warnings
+
+
+def iter_inputs(paths: Iterable[str | Path], warnings: list[str]) -> Iterator[tuple[Path, str, bool]]:
+    """`find_inputs`, a file at a time (`conventions.iter_paths`), its
+    warnings added to `warnings`: a corpus of 100,000 files is never a list
+    of paths."""
+    seen: set[str] = set()      # resolved, as text: a file named twice is read once
+    for listed in iter_paths(paths, _run_file_name):
         f = listed.path
         kind = classify(f, named=listed.named) or ("roundlog" if listed.named else None)
         if kind is None:
             warnings.append(f"{f}: neither an {TRACE_FORMAT} trace nor an {ROUNDS_FORMAT} log; skipped")
-        elif f.resolve() not in seen:
-            seen.add(f.resolve())
-            out.append((f, kind, listed.named))
-    return out, warnings
+            continue
+        resolved = str(f.resolve())
+        if resolved not in seen:
+            seen.add(resolved)
+            yield f, kind, listed.named
 
 
 def read_raw(path: Path, *, named: bool = True, fmt: str | None = None) -> tuple[list[RoundLog], str | None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from harness.conventions import ListedFile, expand_paths, natural_order
 from harness.realruns.importers.convert import raw_files
@@ -83,3 +84,45 @@ def test_every_caller_expands_through_it(tmp_path: Path) -> None:
     for expand in (scenario_files, raw_files, find_inputs):
         with pytest.raises(UserInputError, match="no such file or directory"):
             expand([tmp_path / "missing"])
+
+
+def _tuple_order(text: str) -> tuple:
+    """natural_order as it was first written: a tuple of the chunks (the reference its one-string key keeps)."""
+    return tuple((0, int(c), "") if c.isdigit() else (1, 0, c)
+                 for c in text.replace("-", "/").replace("_", "/").replace(".", "/").split("/"))
+
+
+_NAME = st.lists(st.one_of(st.sampled_from(["run", "a", "", "0", "007", "7", "10", "x1", "é", "Z", "\x01"]),
+                           st.integers(0, 10 ** 12).map(str)), min_size=1, max_size=5)
+_PATH = st.tuples(_NAME, st.lists(st.sampled_from("/-_."), min_size=4, max_size=4)).map(
+    lambda p: "".join(c + s for c, s in zip(p[0], p[1] * 2)))
+
+
+@given(st.lists(_PATH, max_size=12))
+def test_natural_order_sorts_as_the_tuple_of_its_chunks(paths) -> None:
+    # one string a file instead of a tuple of tuples (100,000 files were 150 MB of keys while sorted)
+    keys = [natural_order(p) for p in paths]
+    for a, ka in zip(paths, keys):
+        for b, kb in zip(paths, keys):
+            assert (ka < kb) == (_tuple_order(a) < _tuple_order(b)), (a, b)
+            assert (ka == kb) == (_tuple_order(a) == _tuple_order(b)), (a, b)
+    assert natural_order(Path("x/run-9.jsonl")) == natural_order("x/run-9.jsonl")
+
+
+def test_a_folder_is_found_a_file_at_a_time(tmp_path: Path) -> None:
+    # the sweep reads a corpus of 100,000 files: no list of paths, and a missing path still named
+    from harness.conventions import iter_paths
+    from harness.realruns.runfiles import iter_inputs
+    _touch(tmp_path, "a/run-10.yaml", "a/run-9.yaml", "a/.hidden/run-1.yaml", "a/deep/run-1.yaml")
+    got = iter_paths([tmp_path / "a", tmp_path / "missing"], _yaml)
+    assert next(got) == ListedFile(tmp_path / "a" / "deep" / "run-1.yaml", tmp_path / "a")
+    assert [f.relative.as_posix() for f in [next(got), next(got)]] == ["run-9.yaml", "run-10.yaml"]
+    with pytest.raises(UserInputError, match="no such file or directory"):
+        next(got)
+    warnings: list[str] = []
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "x.jsonl").write_text('{"format": "imprint-rounds/1"}\n')
+    (tmp_path / "r" / "y.jsonl").write_text('{"format": "other"}\n')
+    assert [(f.name, kind) for f, kind, _ in iter_inputs([tmp_path / "r", tmp_path / "r" / "x.jsonl"], warnings)] \
+        == [("x.jsonl", "roundlog")]
+    assert len(warnings) == 1 and "y.jsonl" in warnings[0]

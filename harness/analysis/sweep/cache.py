@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
@@ -19,22 +20,47 @@ Progress = list[tuple[tuple[str, bool], ...]]
 
 CACHE_FORMAT = 1
 MEMORY: "OrderedDict[tuple[str, str], Progress]" = OrderedDict()
-"""This process's computed progress, by (run digest, config key): the
-`MEMORY_MAX` last stored or read (a corpus of 100,000 runs would otherwise
+"""This process's computed progress, by (run digest, config key): the last
+stored or read, up to `MEMORY_BYTES` (a corpus of 100,000 runs would otherwise
 keep every run's progress for the life of the process; past the bound a
 second sweep reads the disk cache, or computes again without one)."""
-MEMORY_MAX = 100_000
+MEMORY_BYTES = 16 * 2 ** 20
+"""The bound of `MEMORY`, in bytes as `entry_bytes` counts them: a bound in
+entries let the cache grow with the runs' replies, and the same bound held
+40,000 entries at 10,000 runs and 100,000 at 100,000."""
+_memory_bytes = [0]
+
+
+def entry_bytes(key: tuple[str, str], progress: Progress) -> int:
+    """What one entry of `MEMORY` holds, by sys.getsizeof: its node in the
+    ordered dict and its key tuple, the digest (the config key is one object
+    for every run), and the list of replies (the replies' tuples are shared,
+    `decode`)."""
+    return _ENTRY + sys.getsizeof(key[0]) + sys.getsizeof(progress)
+
+
+_ENTRY = 104 + 56   # an OrderedDict entry and its node, measured on CPython 3.11; a 2-tuple key
 
 
 def _remember(key: tuple[str, str], progress: Progress) -> None:
+    old = MEMORY.pop(key, None)
+    if old is not None:
+        _memory_bytes[0] -= entry_bytes(key, old)
     MEMORY[key] = progress
-    MEMORY.move_to_end(key)
-    while len(MEMORY) > MEMORY_MAX:
-        MEMORY.popitem(last=False)
+    _memory_bytes[0] += entry_bytes(key, progress)
+    while _memory_bytes[0] > MEMORY_BYTES and MEMORY:
+        k, v = MEMORY.popitem(last=False)
+        _memory_bytes[0] -= entry_bytes(k, v)
+
+
+def memory_bytes() -> int:
+    """What `MEMORY` holds now, as `entry_bytes` counts it."""
+    return _memory_bytes[0]
 
 
 def clear_memory_cache() -> None:
     MEMORY.clear()
+    _memory_bytes[0] = 0
 
 
 def default_cache_dir() -> Path:

@@ -29,7 +29,9 @@ config per item, kept to measure the two side by side
 (benchmarks/bench_tune.py). Every patience value then replays the cheap
 counter: `stop_rounds` finds the stop of every patience in one pass.
 
-Memory: a corpus is read a file at a time, and the runs past `HOLD_CHARS`
+Memory: the runs loaded live in a `table.RunTable`, columns rather than
+an object a run (built as a `TuneRun` when read); a corpus's files are
+found and read one at a time, and the runs past `HOLD_CHARS`
 of result text keep only what the verdicts need (label, round numbers,
 digest); a work item carries them as references (`work.Unheld`), the
 worker that judges one reads its replies again and lets them go after, and
@@ -40,7 +42,7 @@ from __future__ import annotations
 import heapq
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -51,12 +53,14 @@ from imprint_core.novelty import NoveltyConfig
 
 from ...realruns.labels import Labels, RunLabel, corpus_name, load_labels
 from ...realruns.noveltyconfigs import config_key
-from ...realruns.outcomes import UNKNOWN, Outcome, OutcomeError, outcome_of
+from ...realruns.outcomes import OutcomeError, outcome_of
 from ...realruns.regressionstore import CORPUS as REGRESSIONS
-from ...realruns.roundlogs import RoundLog, replies
-from ...realruns.runfiles import RunFile, find_inputs, read_file
+from ...realruns.roundlogs import replies
+from ...realruns.runfiles import RunFile, iter_inputs, read_file
 from .cache import Progress, ProgressCache, decode, encode
-from .work import Item, RunSource, Unheld, digest_of, read_again, runner_for, slim
+from .table import (RunTable, TuneRun, _weight, digest_at, first_of_equal, held_at,  # noqa: F401  (TuneRun: imported from here)
+                    refs_of, reply_lengths, weights_of)
+from .work import Item, RunSource, digest_of, runner_for, slim
 
 
 # ---- corpora and their labelled runs ------------------------------------------------------------------
@@ -88,56 +92,6 @@ progress, an item at a time, so memory stays flat however large the corpus. The 
 corpora beside the repository fit (about 7 million)."""
 
 
-@dataclass
-class TuneRun:
-    corpus: str
-    name: str                 # the label's key
-    path: str
-    origin: str               # the file it was read from (with #run for a file of many)
-    task: str                 # the split unit: SWE-bench instance, tau-bench task, Who&When question
-    rounds: int
-    label: RunLabel
-    numbers: list[Sequence[int]]  # round numbers per reply (`_numbers`: a range where they follow one another)
-    replies: list[RoundLog] = field(repr=False)   # a run not held (`source`) reads them again on use
-    digest: str = ""
-    always_dev: bool = False  # never held out (the regressions corpus)
-    full: list[RoundLog] = field(default_factory=list, repr=False)  # the replies with tool names (compare)
-    source: RunSource | None = field(default=None, repr=False)
-    weight: int = 0           # its result text (`_weight`), for balancing work
-    outcome: Outcome = UNKNOWN  # as its source recorded it (`realruns.outcomes`)
-
-    @property
-    def held(self) -> bool:
-        """Whether its replies are in memory."""
-        return self.source is None
-
-    @property
-    def unheld(self) -> Unheld:
-        """The reference work items carry for a run not held."""
-        assert self.source is not None
-        return Unheld(self.source, self.digest)
-
-
-def _held_or_read(name: str):
-    """A TuneRun field that a run not held reads again from its file on use
-    (and then keeps: `compare` reads every run's replies many times)."""
-    def get(run: TuneRun):
-        value = run.__dict__.get(name)
-        if value is None and run.source is not None:
-            run.__dict__["replies"], run.__dict__["full"] = read_again([run.unheld])[0]
-            run.__dict__["source"] = None
-            value = run.__dict__[name]
-        return value
-
-    def put(run: TuneRun, value) -> None:
-        run.__dict__[name] = value
-    return property(get, put)
-
-
-TuneRun.replies = _held_or_read("replies")   # type: ignore[assignment]
-TuneRun.full = _held_or_read("full")         # type: ignore[assignment]
-
-
 def task_of(rf: RunFile) -> str:
     """A run's task: the header's `task_id` (tau-bench: runs of one task are its
     trials), else its `instance_id` (mini-swe-agent: the SWE-bench instance;
@@ -160,31 +114,35 @@ def _numbers(nums: list[int]) -> Sequence[int]:
 
 
 def _run_files(paths: Sequence[str], warnings: list[str]) -> Iterator[tuple[RunFile, RunSource]]:
-    """`load_runs`, a file at a time (the runs of one file in memory at once)."""
-    found, warned = find_inputs(paths)
-    warnings += warned
-    for path, kind, named in found:
+    """`load_runs`, a file at a time (the runs of one file in memory at once;
+    the files are found one at a time too, `runfiles.iter_inputs`)."""
+    skipped: list[str] = []
+    unread: list[str] = []
+    for path, kind, named in iter_inputs(paths, skipped):
         got, warning = read_file(path, kind, named=named)
         file = sys.intern(str(path))
         for rf in got:
             yield rf, RunSource(file, kind, named, sys.intern(rf.log.path), "")
         if warning:
-            warnings.append(warning)
+            unread.append(warning)
+    warnings += skipped + unread      # as a list of the files first gave them: the files skipped, then the rest
 
 
 def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | None = None, *,
-                outcomes: bool = False) -> tuple[list[TuneRun], list[str]]:
+                outcomes: bool = False, into: RunTable | None = None) -> tuple[RunTable, list[str]]:
     """The labelled runs of a corpus (unlabelled runs cannot be judged and are
     not replayed; with `outcomes`, a run without a label that records its
     outcome is judged by that alone), and warnings: files skipped, labels that
     match no run, runs that match a label another run already took. Files are
     read one at a time; runs past `HOLD_CHARS` of result text (`held`: the
-    count so far, over corpora) are not kept parsed (`TuneRun.source`)."""
+    count so far, over corpora) are not kept parsed (`TuneRun.source`).
+    The runs go into a `RunTable` (`into`, or a new one), as columns."""
     labels: Labels = load_labels([corpus.labels])
     warnings: list[str] = []
     held = held if held is not None else [0]
     taken: dict[str, str] = {}
-    out: list[TuneRun] = []
+    out = into if into is not None else RunTable()
+    before = len(out)
     for rf, source in _run_files(corpus.paths, warnings):
         label = labels.for_run(rf.name, None, rf.log.path)
         try:
@@ -218,11 +176,11 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
     if unmatched:
         warnings.append(f"{corpus.name}: {len(unmatched)} label(s) match no run: {', '.join(unmatched[:8])}"
                         f"{'…' if len(unmatched) > 8 else ''}")
-    if not out and not len(labels):
+    if len(out) == before and not len(labels):
         warnings.append(f"corpus {corpus.name}: no run is labelled{' or records its outcome' if outcomes else ''}; "
                         "skipped")
         return out, warnings
-    if not out:
+    if len(out) == before:
         raise UserInputError(f"corpus {corpus.name}: no run is labelled", file=corpus.labels, key="runs",
                              expected="labels whose names match the runs' scenario names, file stems or path tails "
                                       f"under {' '.join(corpus.paths)}")
@@ -230,24 +188,18 @@ def load_corpus(corpus: Corpus, user_turns: str = "reset", held: list[int] | Non
 
 
 def load_corpora(corpora: Sequence[Corpus], user_turns: str = "reset", *,
-                 outcomes: bool = False) -> tuple[list[TuneRun], list[str]]:
+                 outcomes: bool = False) -> tuple[RunTable, list[str]]:
     names = [c.name for c in corpora]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise UserInputError(f"two corpora are both named {dup!r} (after their labels files)", key="--labels",
                              expected="one labels file per corpus, with distinct names")
-    runs: list[TuneRun] = []
+    runs = RunTable()
     warnings: list[str] = []
     held = [0]
     for c in corpora:
-        r, w = load_corpus(c, user_turns, held, outcomes=outcomes)
-        runs += r
-        warnings += w
+        warnings += load_corpus(c, user_turns, held, outcomes=outcomes, into=runs)[1]
     return runs, warnings
-
-
-def _weight(reps: Sequence[RoundLog]) -> int:
-    return sum(len(c.result) + 200 for rep in reps for r in rep.rounds for c in r.calls) + 1
 
 
 def plan(missing: dict[int, list[int]], weights: Sequence[int], jobs: int, share: bool = True,
@@ -289,24 +241,45 @@ def _balanced(idx: list[int], weights: Sequence[int], n: int) -> list[list[int]]
     return [sorted(b) for b in bins if b]
 
 
+MEMMAP_BYTES = 256 * 2 ** 20
+"""A progress table's letters past this many bytes (configs × rounds) live in
+a temporary file, mapped (`np.memmap`), not in memory: a wide grid over a
+large corpus would otherwise hold a byte per config and round."""
+
+
+def _codes(shape: tuple[int, int]) -> np.ndarray:
+    """Zeros of `shape`, bytes: in memory, or past `MEMMAP_BYTES` mapped from a
+    temporary file (deleted when closed: the map keeps it open until dropped)."""
+    if shape[0] * shape[1] <= MEMMAP_BYTES:
+        return np.zeros(shape, dtype=np.uint8)
+    import tempfile
+    with tempfile.TemporaryFile(prefix="imprint-progress-") as f:
+        return np.memmap(f, dtype=np.uint8, mode="w+", shape=shape)
+
+
 class ProgressTable(Mapping[tuple[int, int], Progress]):
     """Progress of every (config, run), one byte a round: a configs × rounds
     array of the rounds' letters (`cache.encode`), the runs' rounds
     one after another, replies cut where `TuneRun.numbers` cuts them. A
     dict of decoded lists held 1.6 million objects at 100,000 runs × 16
     configs (a synthetic dict of that shape measured 324 MiB under
-    tracemalloc); this holds 16 bytes a round. (The sweep's measured peak
-    at 100,000 runs barely moved, 556 -> 545 MiB: it lies elsewhere.) Runs of equal content share one
+    tracemalloc); this holds 16 bytes a round (the sweep's peak lay
+    elsewhere: in the runs' objects, now `table.RunTable`, and in the
+    listing of the files, now `runfiles.iter_inputs`). Runs of equal content share one
     row span (`alias`). Read as a mapping: `table[(ci, ri)]` decodes."""
 
     def __init__(self, runs: Sequence[TuneRun], configs: int):
-        self._numbers = [run.numbers for run in runs]
-        sizes = np.fromiter((sum(len(n) for n in nums) for nums in self._numbers), dtype=np.int64, count=len(runs))
-        self._start = np.zeros(len(runs) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=self._start[1:])
-        self._codes = np.zeros((configs, int(self._start[-1])), dtype=np.uint8)   # 0: not yet known
+        # each run's replies as lengths in one array (`table.reply_lengths`): no object a run
+        self._reply_at, self._reply_len = reply_lengths(runs)
+        rounds = np.zeros(len(self._reply_len) + 1, dtype=np.int64)
+        np.cumsum(self._reply_len, out=rounds[1:])
+        self._start = rounds[self._reply_at]        # each run's first round among all runs' rounds
+        self._codes = _codes((configs, int(self._start[-1])))   # 0: not yet known
         self._known = np.zeros((configs, len(runs)), dtype=bool)
         self._alias = np.arange(len(runs), dtype=np.int64)
+
+    def _lengths(self, ri: int) -> list[int]:
+        return self._reply_len[self._reply_at[ri]:self._reply_at[ri + 1]].tolist()
 
     def put(self, ci: int, ri: int, progress: Progress) -> None:
         self.put_encoded(ci, ri, encode(progress))
@@ -316,7 +289,7 @@ class ProgressTable(Mapping[tuple[int, int], Progress]):
         without decoding it only to encode it again."""
         text = "".join(encoded).encode("ascii")
         a, b = self._start[ri], self._start[ri + 1]
-        if len(text) != b - a or [len(rep) for rep in encoded] != [len(n) for n in self._numbers[ri]]:
+        if len(text) != b - a or [len(rep) for rep in encoded] != self._lengths(ri):
             raise ValueError(f"run {ri}'s progress has {len(text)} rounds in {len(encoded)} replies, "
                              f"its round numbers {b - a}")
         self._codes[ci, a:b] = np.frombuffer(text, dtype=np.uint8)
@@ -333,9 +306,9 @@ class ProgressTable(Mapping[tuple[int, int], Progress]):
             raise KeyError(key)
         text = self._codes[ci, self._start[src]:self._start[src + 1]].tobytes().decode("ascii")
         reps, at = [], 0
-        for nums in self._numbers[ri]:
-            reps.append(text[at:at + len(nums)])
-            at += len(nums)
+        for n in self._lengths(ri):
+            reps.append(text[at:at + n])
+            at += n
         return decode(reps)
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
@@ -347,7 +320,15 @@ class ProgressTable(Mapping[tuple[int, int], Progress]):
 
     @property
     def nbytes(self) -> int:
-        return self._codes.nbytes + self._known.nbytes + self._start.nbytes + self._alias.nbytes
+        """What it holds in memory (letters mapped from a file apart)."""
+        mapped = isinstance(self._codes, np.memmap)
+        return ((0 if mapped else self._codes.nbytes) + self._known.nbytes + self._start.nbytes
+                + self._alias.nbytes + self._reply_at.nbytes + self._reply_len.nbytes)
+
+    @property
+    def mapped(self) -> bool:
+        """Whether its letters live in a mapped temporary file (`MEMMAP_BYTES`)."""
+        return isinstance(self._codes, np.memmap)
 
 
 @dataclass
@@ -373,15 +354,16 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
     shared: dict[tuple[int, ...], tuple[int, ...]] = {}   # one tuple for every run missing the same configs
     stats = ComputeStats(pairs=len(configs) * len(runs))
     before_mem, before_disk = cache.hits_memory, cache.hits_disk
-    first: dict[str, int] = {}   # runs of equal content are computed once: the first stands for the others
-    for ri, run in enumerate(runs):
-        at = first.setdefault(run.digest, ri)
+    first = first_of_equal(runs)     # runs of equal content are computed once: the first stands for the others
+    for ri in range(len(runs)):
+        at = int(first[ri])
         if at != ri:
             out.same_as(ri, at)
             continue
+        digest = digest_at(runs, ri)
         miss = []
         for ci, key in enumerate(keys):
-            hit = cache.get(run.digest, key)
+            hit = cache.get(digest, key)
             if hit is not None:
                 out.put(ci, ri, hit)
             else:
@@ -394,18 +376,18 @@ def compute_progress(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], 
     runner, stats.where = runner_for(jobs, scheduler)
     if missing:
         workers = jobs or os.cpu_count() or 1
-        streamed = any(not runs[ri].held for ri in missing)
-        items = plan(missing, [r.weight or _weight(r.replies) for r in runs], workers, share,
-                     HOLD_CHARS // (2 * workers) if streamed else None)
+        streamed = any(not held_at(runs, ri) for ri in missing)
+        items = plan(missing, weights_of(runs), workers, share, HOLD_CHARS // (2 * workers) if streamed else None)
         del missing
         stats.items = len(items)
         # A run not held goes as a reference: the worker that judges it reads it, and lets it go after.
-        refs = [run.replies if run.held else run.unheld for run in runs]
+        refs = refs_of(runs)
         for n, encoded in runner(list(configs), refs, items, share):
             cis, idx = items[n]
             for ri, per_config in zip(idx, encoded):
+                digest = digest_at(runs, ri)
                 for ci, enc in zip(cis, per_config):
-                    cache.put(runs[ri].digest, keys[ci], decode(enc))
+                    cache.put(digest, keys[ci], decode(enc))
                     out.put_encoded(ci, ri, enc)
                     stats.computed += 1
     return out, stats

@@ -51,6 +51,7 @@ from .ceiling import loop_ceiling
 from ..sweep.cache import ProgressCache
 from ..sweep.stops import PARTS, RuleChoice, Split, rule_stops  # noqa: F401  (PARTS, Split: tune's names too)
 from ..sweep.progress import ComputeStats, TuneRun, compute_progress, stop_rounds
+from ..sweep.table import last_round
 from .settings import RuleSetting, Setting, settings_for
 
 MIN_CORPUS_RUNS = 5
@@ -71,7 +72,8 @@ class Scores:
         # Settings × runs matrices are most of what a large sweep holds per run
         # (76 settings × 100,000 runs): each takes the narrowest integer type
         # its values fit (sums over them are int64 all the same).
-        self.settings, self.runs, self.slack = list(settings), list(runs), slack
+        # the runs as given: a `RunTable` builds each run when read, and a list of them would hold them all
+        self.settings, self.runs, self.slack = list(settings), runs if isinstance(runs, Sequence) else list(runs), slack
         self.stops = stops.astype(_narrowest(stops), copy=False)
         premature = np.zeros((n_s, n_r), dtype=np.bool_)
         caught = np.zeros((n_s, n_r), dtype=_narrowest(np.array([len(r.label.loops) for r in runs] or [0])))
@@ -90,21 +92,33 @@ class Scores:
                     got = memo[stop] = (int(j.premature), j.loops_caught, j.loops, j.loop_rounds)
                 premature[si, ri], caught[si, ri], self.loops[ri], loop_rounds[si, ri] = got
         self.premature, self.caught, self.loop_rounds = premature, caught, loop_rounds
-        self.corpora = list(dict.fromkeys(r.corpus for r in runs))
+        # each run's corpus and task as an index into these lists: a mask is then a lookup, not a walk of the runs
+        corpora: dict[str, int] = {}
+        tasks: dict[str, int] = {}
+        self._corpus = np.zeros(n_r, dtype=np.int32)
+        self._task = np.zeros(n_r, dtype=np.int32)
+        for ri, run in enumerate(runs):
+            self._corpus[ri] = corpora.setdefault(run.corpus, len(corpora))
+            self._task[ri] = tasks.setdefault(run.task, len(tasks))
+        self.corpora = list(corpora)
+        self.tasks = list(tasks)
 
     def mask(self, corpus: str | None = None, parts: dict[str, str] | None = None, part: str | None = None,
              folds: dict[str, int] | None = None, fold: int | None = None, not_fold: int | None = None) -> np.ndarray:
         m = np.ones(len(self.runs), dtype=bool)
-        for i, r in enumerate(self.runs):
-            if corpus is not None and r.corpus != corpus:
-                m[i] = False
-            elif part is not None and parts is not None and parts[r.task] != part:
-                m[i] = False
-            elif folds is not None and fold is not None and folds.get(r.task) != fold:
-                m[i] = False
-            elif folds is not None and not_fold is not None and folds.get(r.task) == not_fold:
-                m[i] = False
+        if corpus is not None:
+            m &= self._corpus == (self.corpora.index(corpus) if corpus in self.corpora else -1)
+        if part is not None and parts is not None:
+            m &= np.array([parts[t] == part for t in self.tasks], dtype=bool)[self._task]
+        if folds is not None and fold is not None:
+            m &= np.array([folds.get(t) == fold for t in self.tasks], dtype=bool)[self._task]
+        if folds is not None and not_fold is not None:
+            m &= np.array([folds.get(t) != not_fold for t in self.tasks], dtype=bool)[self._task]
         return m
+
+    def task_count(self, mask: np.ndarray) -> int:
+        """Tasks among the runs of `mask`."""
+        return len(np.unique(self._task[mask]))
 
     def sums(self, mask: np.ndarray) -> dict[str, np.ndarray]:
         """Per setting: premature, caught; and the subset's useful, loops, runs."""
@@ -279,7 +293,7 @@ def _narrowest(values: np.ndarray) -> np.dtype:
 
 def _loop_total(scores: Scores, mask: np.ndarray) -> int:
     """Rounds inside the labelled loops of these runs: what no stop at all spends."""
-    return int(sum(judge(r.label, None, r.rounds).loop_total for r in np.array(scores.runs, dtype=object)[mask]))
+    return int(sum(judge(r.label, None, r.rounds).loop_total for r in map(scores.runs.__getitem__, np.flatnonzero(mask))))
 
 
 def _pct(a: Any, b: Any) -> str:
@@ -355,7 +369,7 @@ def cross_validate(scores: Scores, split: Split, parts: dict[str, str], folds: d
         best, ok, _ = rule.choose(scores, train)
         figs = {c: scores.figures(best, test & scores.mask(corpus=c)).to_dict() for c in scores.corpora}
         figs["overall"] = scores.figures(best, test).to_dict()
-        tasks = len({scores.runs[i].task for i in np.flatnonzero(test)})
+        tasks = scores.task_count(test)
         out.append({"fold": k, "tasks": tasks, "setting": best, "label": scores.settings[best].label(),
                     "feasible": ok, "figures": figs})
     return out
@@ -373,7 +387,8 @@ def tune(runs: Sequence[TuneRun], configs: Sequence[NoveltyConfig], patiences: S
     progress, stats = compute_progress(runs, [by_key[k] for k in all_configs], jobs=jobs, scheduler=scheduler,
                                        cache=cache, share=share)
     cindex = {k: i for i, k in enumerate(all_configs)}
-    stops = np.full((len(settings), len(runs)), -1, dtype=np.int32)    # a round number; Scores narrows it
+    # a round number, in the narrowest type that holds the runs' last (settings × runs, the sweep's largest array)
+    stops = np.full((len(settings), len(runs)), -1, dtype=_narrowest(np.array([last_round(runs)])))
     wanted = sorted({s.patience for s in settings})
     for ri, run in enumerate(runs):
         per_config: dict[int, dict[int, int | None]] = {}

@@ -36,10 +36,18 @@ def test_equal_replies_decode_to_one_shared_tuple(monkeypatch):
     assert len(progresscache._REPLIES) <= 2
 
 
-def test_the_memory_cache_keeps_the_last_entries_up_to_its_bound(monkeypatch, tmp_path):
+def _fresh_memory(monkeypatch, bound: int):
     from harness.analysis.sweep import cache as progresscache
     monkeypatch.setattr(progresscache, "MEMORY", progresscache.OrderedDict())
-    monkeypatch.setattr(progresscache, "MEMORY_MAX", 2)
+    monkeypatch.setattr(progresscache, "_memory_bytes", [0])
+    monkeypatch.setattr(progresscache, "MEMORY_BYTES", bound)
+    return progresscache
+
+
+def test_the_memory_cache_keeps_the_last_entries_up_to_its_bound(monkeypatch, tmp_path):
+    from harness.analysis.sweep.cache import entry_bytes
+    two = 2 * entry_bytes(("a", "k"), decode(["r"]))
+    progresscache = _fresh_memory(monkeypatch, two)
     cache = progresscache.ProgressCache(None)
     for digest in ("a", "b", "c"):
         cache.put(digest, "k", decode([digest == "a" and "r" or "R"]))
@@ -47,3 +55,31 @@ def test_the_memory_cache_keeps_the_last_entries_up_to_its_bound(monkeypatch, tm
     assert cache.get("b", "k") is not None                                     # b read: c is now the oldest
     cache.put("d", "k", decode(["w"]))
     assert cache.get("c", "k") is None and cache.get("b", "k") is not None and len(progresscache.MEMORY) == 2
+    assert progresscache.memory_bytes() == two
+
+
+_DIGEST = st.sampled_from(["a" * 40, "b" * 40, "c" * 40, "d" * 40, "e" * 40])
+
+
+@given(ops=st.lists(st.tuples(st.booleans(), _DIGEST, st.lists(st.sampled_from(["r", "Rw", "wwaE"]), max_size=6)),
+                    max_size=40),
+       entries=st.integers(0, 4))
+def test_the_memory_cache_stays_within_its_bytes_and_drops_the_least_recently_used(ops, entries):
+    # the bound is in bytes (a bound in entries let the cache grow with the runs' replies): whatever is put
+    # and read, what it holds is counted right, never past the bound, and what went is what was used least lately
+    import pytest
+    from harness.analysis.sweep.cache import entry_bytes
+    with pytest.MonkeyPatch.context() as mp:
+        bound = entries * entry_bytes(("a" * 40, "k"), decode(["r"] * 3))
+        progresscache = _fresh_memory(mp, bound)
+        cache = progresscache.ProgressCache(None)
+        recent: list[str] = []                 # digests by last use, oldest first
+        for put, digest, text in ops:
+            if put:
+                cache.put(digest, "k", decode(text))
+            elif cache.get(digest, "k") is None:
+                continue
+            recent = [d for d in recent if d != digest] + [digest]
+        held = progresscache.MEMORY
+        assert progresscache.memory_bytes() == sum(entry_bytes(k, v) for k, v in held.items()) <= bound
+        assert [k[0] for k in held] == recent[len(recent) - len(held):]      # the most recently used stay
