@@ -433,3 +433,15 @@ def test_each_refused_count_is_named_by_its_own_field():
     with pytest.raises(ValueError, match=r"^output must be an integer of at least 0 tokens, not -2$"):
         led.settle_counted(r, reused=0, output=-2, counter="c")
     assert led.totals.reserved == 110 and led.totals.outstanding == 110 and led.final_records == []
+
+
+def test_a_refused_output_allowance_is_named_by_its_setting():
+    from imprint_core.budget import MIN_OUTPUT_TOKENS
+    from imprint_core.loop import LoopConfig
+    from imprint_core.workers import SectionWorkers
+    with pytest.raises(ValueError, match=rf"^research_max_output_tokens must be an integer of at least "
+                                         rf"{MIN_OUTPUT_TOKENS} tokens, not 0$"):
+        LoopConfig(research_max_output_tokens=0)
+    with pytest.raises(ValueError, match=rf"^max_output must be an integer of at least {MIN_OUTPUT_TOKENS} tokens, "
+                                         rf"not 0$"):
+        SectionWorkers(None, "q", max_output=0, max_workers=2)  # type: ignore[arg-type]
