@@ -408,3 +408,40 @@ def test_a_replayed_request_is_settled_once_and_with_counts_that_are_counts():
     with pytest.raises(KeyError):
         ledger.settle_counted(r, reused=0, output=0, counter="c")
     assert ledger.totals.outstanding == 0 and ledger.totals.requests == 1
+
+
+# ---- a refused count names its own field, exactly (the message a caller reads) ----------------------
+def test_each_refused_count_is_named_by_its_own_field():
+    """The ValueError starts with the field's name as the caller spelled it,
+    so a bad estimate, allowance, reuse or output count says which one it was."""
+    from imprint_core.budget import Reservation
+    led = TokenLedger(1000)
+    for call, field in (
+            (lambda: Reservation(1, "coordinator", "c", -1, 5), "estimated_prompt"),
+            (lambda: Reservation(1, "coordinator", "c", 5, -1), "max_output"),
+            (lambda: led.reserve(-1, 5), "estimated_prompt"),
+            (lambda: led.reserve(5, -1), "max_output"),
+            (lambda: led.record_final(counter=IDS, estimated_prompt=-1, max_output=5, output_units=(),
+                                      outcome="ok", usage=None), "estimated_prompt"),
+            (lambda: led.record_final(counter=IDS, estimated_prompt=5, max_output=-1, output_units=(),
+                                      outcome="ok", usage=None), "max_output")):
+        with pytest.raises(ValueError, match=rf"^{field} must be an integer of at least 0 tokens, not -1$"):
+            call()
+    r = led.reserve(100, 10)
+    with pytest.raises(ValueError, match=r"^reused must be an integer of at least 0 tokens, not -1$"):
+        led.settle_counted(r, reused=-1, output=0, counter="c")
+    with pytest.raises(ValueError, match=r"^output must be an integer of at least 0 tokens, not -2$"):
+        led.settle_counted(r, reused=0, output=-2, counter="c")
+    assert led.totals.reserved == 110 and led.totals.outstanding == 110 and led.final_records == []
+
+
+def test_a_refused_output_allowance_is_named_by_its_setting():
+    from imprint_core.budget import MIN_OUTPUT_TOKENS
+    from imprint_core.loop import LoopConfig
+    from imprint_core.workers import SectionWorkers
+    with pytest.raises(ValueError, match=rf"^research_max_output_tokens must be an integer of at least "
+                                         rf"{MIN_OUTPUT_TOKENS} tokens, not 0$"):
+        LoopConfig(research_max_output_tokens=0)
+    with pytest.raises(ValueError, match=rf"^max_output must be an integer of at least {MIN_OUTPUT_TOKENS} tokens, "
+                                         rf"not 0$"):
+        SectionWorkers(None, "q", max_output=0, max_workers=2)  # type: ignore[arg-type]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from imprint_core import (CancelToken, CountingModes, EventLog, Message, ResearchLoop, ScriptedProvider, TimeBudget,
-                          TokenCounter, TokenLedger, ToolSpec, Usage, VirtualClock)
+from imprint_core import (CancelToken, CountingModes, EventLog, Message, ResearchLoop, ScriptedProvider, StopReason,
+                          TimeBudget, TokenCounter, TokenLedger, ToolSpec, Usage, VirtualClock)
 from imprint_core.counting import Counting
 from imprint_core.errors import CountingUnavailable
 from imprint_core.providers.scripted import Turn
@@ -212,3 +212,12 @@ def test_a_mode_the_provider_has_traces_no_setup_note():
     ResearchLoop(p, [read_tool()], settings(research_token_budget=4096, token_counting="byte"), clock=p.clock,
                  trace=trace).run("How tall is the tower?")
     assert fallbacks(log) == []
+
+
+def test_a_final_request_after_a_cancel_is_never_sent_and_says_why():
+    caller, log, provider = caller_with(None)
+    caller.cancel.cancel()
+    reply = caller.final(list(MSGS), max_tokens=16, deadline_sec=30)
+    assert reply.stop is not None and reply.stop.reason is StopReason.CANCELLED
+    assert reply.detail == "cancelled before the final request"
+    assert provider.requests == [] and caller.ledger.final_records == [] and log.of_type("final_request") == []

@@ -592,3 +592,49 @@ def test_exact_token_counts_with_a_tokenizer_counter():
     assert rec0.estimated_prompt == len(prompt1) == rec0.measured_prompt  # the ids it will process
     assert rec1.prefix_reused == len(prompt1) + len(out1)
     assert rec1.charged_prompt == rec1.estimated_prompt - len(prompt1) - len(out1)
+
+
+# ---- the words of a stop: the result's detail and the trace's stop line say what ended research ----------
+def stop_detail(run, result) -> str:
+    [stopped] = run.events("stop")
+    assert stopped.detail == result.detail
+    return result.detail
+
+
+def test_a_cancel_during_the_tool_batch_says_so():
+    clock = VirtualClock()
+    turn = Turn(tool_calls=[call("crawl", q="site"), call("search", q="b")])
+    run = make_run([searches("a"), turn], [read_tool("crawl", work=100, blocking=False), read_tool()], clock=clock,
+                   cancel=CancelToken(clock, at=5))
+    result = run.run()
+    assert result.stop_reason is StopReason.CANCELLED
+    assert stop_detail(run, result) == "cancelled during the tool batch"
+
+
+def test_a_cancel_before_research_starts_says_so():
+    clock = VirtualClock()
+    cancel = CancelToken(clock)
+    cancel.cancel()
+    run = make_run(["never"], [], clock=clock, cancel=cancel)
+    result = run.run()
+    assert result.stop_reason is StopReason.CANCELLED
+    assert stop_detail(run, result) == "cancelled before a model request"
+
+
+def test_a_deadline_passed_during_the_tool_batch_names_the_deadline():
+    run = make_run(endless(lambda i: Turn(tool_calls=[call("save_note", text="again")])), [write_tool(work=7)],
+                   st=settings(research_timeout_sec=60, research_stop_rule=RECORD), final=["ok"])
+    result = run.run()
+    assert result.stop_reason is StopReason.TIME_BUDGET and run.clock.now() == 63
+    assert stop_detail(run, result) == "research deadline of 60 s passed"
+
+
+def test_a_cancel_while_waiting_to_retry_says_so():
+    clock = VirtualClock()
+    err = ProviderError("rate_limited", "slow down", retryable=True, retry_after=7, processed=False, status=429)
+    run = make_run([Turn(error=err), "done"], [], clock=clock, st=settings(research_timeout_sec=60),
+                   cancel=CancelToken(clock, at=3))
+    result = run.run()
+    assert result.stop_reason is StopReason.CANCELLED and result.answer == ""
+    assert [e.wait for e in run.events("request_retry")] == [7] and len(run.provider.requests) == 1
+    assert stop_detail(run, result) == "cancelled while waiting to retry"
