@@ -307,6 +307,36 @@ def test_a_query_echoed_in_one_round_is_known_evidence_in_the_next():
         assert not r.progress and r.new_shingles == 0
 
 
+
+def test_an_echo_only_units_new_line_is_judged_beside_a_template_line_left_out():
+    """Every shingle of the unit touches its query; its first line is the
+    template's (another query gave it), so it is judged on its second line
+    alone, echo replaced: five new shingles, progress. Excluding the template
+    line by its index in the unit as read would exclude the evidence line."""
+    for commit in (one_by_one, NoveltyTracker.observe_round):
+        t = NoveltyTracker(RULE)
+        first = [("ok", "Search results for madrid:\nMadrid has many museums.", None, {"q": "madrid"})]
+        assert commit(t, first).progress
+        r = commit(t, [("ok", "Search results for toledo:\nThe old city of Toledo sits on a hill.", None,
+                        {"q": "toledo"})])
+        # the kept line "the old city of <q> sits on a hill" is judged: its 5 shingles are new
+        assert r.progress and r.new_shingles == 5 and r.verdicts[0].new_paragraphs == 1
+
+
+def test_lines_judged_apart_are_known_when_an_echo_only_unit_holds_them_together():
+    """Lines of more than TEMPLATE_CHARS besides the echo are never the
+    template's, so each is judged as evidence, echo replaced; the same lines
+    read again as one paragraph are judged line by line, joined by line
+    breaks alone: all their shingles are known, not progress."""
+    lines = ["Madrid " + " ".join(w * 25 for w in words) for words in
+             (("museum", "gallery", "palace"), ("street", "market", "square"), ("station", "airport", "bridge"))]
+    for commit in (one_by_one, NoveltyTracker.observe_round):
+        t = NoveltyTracker(RULE)
+        assert commit(t, [("ok", "\n\n".join(lines), None, {"q": "madrid"})]).progress
+        r = commit(t, [("ok", "\n".join(lines), None, {"q": "madrid"})])
+        # one shingle per four-word line, each seen: anything written between the lines would be new
+        assert not r.progress and r.new_shingles == 0 and r.shingles == 3
+
 def test_a_round_counts_only_the_shingles_the_store_does_not_hold():
     """new_shingles is what the round adds: a window where a few words
     changed adds only the shingles that touch them, and with more required
