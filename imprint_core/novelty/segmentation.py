@@ -58,9 +58,9 @@ def last_parsed(text: str, missing: object) -> object:
 def segment(text: str) -> list[str]:
     """Split a tool result into evidence units: the items of a JSON array (one
     hit each), else blank-line separated paragraphs."""
-    stripped = text.strip()
+    stripped, ext = text.strip(), accel.ext
     if stripped[:1] == "[" and stripped[-1:] == "]":
-        fast = accel.ext.json_units(stripped) if accel.ext is not None else None
+        fast = ext.json_units(stripped) if ext is not None else None
         if fast is not None:
             _last.parsed = (stripped, Leaves(*fast[1:]))
             return fast[0]
@@ -73,4 +73,6 @@ def segment(text: str) -> list[str]:
         if isinstance(items, list):
             encode = _encode_item
             return [i if isinstance(i, str) else encode(i) for i in items]
+    if ext is not None:
+        return ext.paragraphs(text)
     return [p for p in _PARAGRAPH_BREAK.split(text) if p.strip()]

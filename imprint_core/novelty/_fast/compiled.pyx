@@ -1705,8 +1705,9 @@ def canonical_unit(str unit):
         free(out)
 
 
-# ------------------------------------------------------- a JSON array's units ---
-# segmentation.segment's units of a text that is a JSON array, in one pass of C
+# ---------------------------------------------------------- a result's units ---
+# segmentation.segment's units: a text's paragraphs (paragraphs, at the end), and
+# the units of a text that is a JSON array (json_units), in one pass of C
 # over its UTF-8: each str item decoded, each other item written as
 # json.dumps(item, ensure_ascii=False, sort_keys=True) writes it, without
 # building the parse. Where it could differ from json.loads and json.dumps it
@@ -1735,6 +1736,11 @@ cdef enum:
 
 
 cdef const char* _JHEX = b"0123456789abcdef"    # json's \u00xx is lower case
+
+
+cdef uint8_t _JPLAIN[256]    # a byte a JSON string holds as itself: no quote, backslash or control
+for _c in range(256):
+    _JPLAIN[_c] = _c >= 32 and _c != 34 and _c != 92
 
 
 cdef struct JBuf:
@@ -1870,7 +1876,7 @@ cdef int _jstr(JScan* p, JBuf* enc, JBuf* dec) except -1:
         _jput(enc, b'"', 1)
     while True:
         run = i
-        while i < n and s[i] != 34 and s[i] != 92 and s[i] >= 32:   # itself, decoded and encoded
+        while i < n and _JPLAIN[s[i]]:     # itself, decoded and encoded
             i += 1
         if i >= n:
             return 1
@@ -1924,11 +1930,33 @@ cdef inline bint _jdigit(JScan* p, Py_ssize_t i) noexcept nogil:
     return i < p.n and 48 <= p.s[i] <= 57
 
 
+cdef Py_ssize_t _jshort_float(JScan* p, Py_ssize_t start, Py_ssize_t dot, Py_ssize_t end) noexcept nogil:
+    # Where repr(float(text)) of a float written without an exponent is its text with the fraction's
+    # trailing zeros dropped (one kept after the point), how much of the text that keeps; 0 where it
+    # is not (float.__repr__ decides). It is where the text holds at most 15 significant digits and
+    # repr writes no exponent (the value's decimal point, 0.DIGITS x 10**decpt, at -4 < decpt <= 16):
+    # doubles keep 15 digits of such a number (DBL_DIG), so no other 15-digit decimal, and none
+    # shorter, reads back as the same double, and repr gives the shortest that does.
+    cdef Py_ssize_t last = end - 1, lead = 0, digits = dot - start - (p.s[start] == 45)
+    while last > dot + 1 and p.s[last] == 48:
+        last -= 1
+    if digits == 1 and p.s[dot - 1] == 48:           # 0.xxx: the significant digits after the zeros
+        while dot + 1 + lead <= last and p.s[dot + 1 + lead] == 48:
+            lead += 1
+        if dot + 1 + lead > last:
+            return last + 1 - start                   # zero: "0.0" or "-0.0"
+        if lead > 3 or last - dot - lead > 15:
+            return 0
+    elif digits + last - dot > 15:
+        return 0
+    return last + 1 - start
+
+
 cdef int _jnumber(JScan* p, JBuf* out) except -1:
     # The number at p.i, as json.loads reads it (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?) and
     # json.dumps writes it: an int as its digits ("-0" as "0"), a float as repr(float(text)).
-    cdef Py_ssize_t start = p.i, i = p.i, k
-    cdef bint is_float = False
+    cdef Py_ssize_t start = p.i, i = p.i, k, dot = -1, kept = 0
+    cdef bint exp = False
     cdef char* end
     cdef char* r
     cdef double x
@@ -1943,7 +1971,7 @@ cdef int _jnumber(JScan* p, JBuf* out) except -1:
     if i < p.n and p.s[i] == 46:
         if not _jdigit(p, i + 1):
             return 1
-        is_float = True
+        dot = i
         i += 2
         while _jdigit(p, i):
             i += 1
@@ -1953,15 +1981,12 @@ cdef int _jnumber(JScan* p, JBuf* out) except -1:
             k += 1
         if not _jdigit(p, k):
             return 1
-        is_float = True
+        exp = True
         i = k + 1
         while _jdigit(p, i):
             i += 1
     p.i = i
-    p.tmp.n = 0
-    _jput(&p.tmp, <const char*> p.s + start, i - start)
-    _jput(&p.tmp, b"\0", 1)
-    if not is_float:
+    if dot < 0 and not exp:
         if i - start - (p.s[start] == 45) > JSON_INT_DIGITS:
             return 1
         if i - start == 2 and p.s[start] == 45 and p.s[start + 1] == 48:
@@ -1971,19 +1996,29 @@ cdef int _jnumber(JScan* p, JBuf* out) except -1:
         if p.leaf_kind == J_NONE:
             p.leaf_kind = J_INT
             p.leaf.n = 0
-            _jput(&p.leaf, p.tmp.b, p.tmp.n)
+            _jput(&p.leaf, <const char*> p.s + start, i - start)
+            _jput(&p.leaf, b"\0", 1)
         return 0
+    if not exp:
+        kept = _jshort_float(p, start, dot, i)
+    if kept and p.leaf_kind != J_NONE:
+        return _jput(out, <const char*> p.s + start, kept)
+    p.tmp.n = 0
+    _jput(&p.tmp, <const char*> p.s + start, i - start)
+    _jput(&p.tmp, b"\0", 1)
     x = PyOS_string_to_double(p.tmp.b, &end, NULL)
     if end != p.tmp.b + (i - start) or not isfinite(x):
         return 1                  # json.dumps writes an overflow as Infinity
+    if p.leaf_kind == J_NONE:
+        p.leaf_kind = J_FLOAT
+        p.leaf_float = x
+    if kept:
+        return _jput(out, <const char*> p.s + start, kept)
     r = PyOS_double_to_string(x, 114, 0, Py_DTSF_ADD_DOT_0, NULL)   # float.__repr__
     try:
         _jput(out, r, strlen(r))
     finally:
         PyMem_Free(r)
-    if p.leaf_kind == J_NONE:
-        p.leaf_kind = J_FLOAT
-        p.leaf_float = x
     return 0
 
 
@@ -2039,8 +2074,9 @@ cdef int _jmember_cmp(const void* a, const void* b) noexcept nogil:
 cdef int _jsort_members(JScan* p, JBuf* out, Py_ssize_t base) except -1:
     # The object's members (mem[base:]) in key order, as sort_keys writes them; 1 on a duplicate key
     # (json.loads keeps the last value of one).
-    cdef Py_ssize_t m, k = p.nmem - base, lo, hi
+    cdef Py_ssize_t m, j, k = p.nmem - base, lo, hi
     cdef JMember* ms = p.mem + base
+    cdef JMember held
     cdef bint ordered = True
     for m in range(k):
         ms[m].key_at = p.keys.b + ms[m].key
@@ -2051,7 +2087,16 @@ cdef int _jsort_members(JScan* p, JBuf* out, Py_ssize_t base) except -1:
     if ordered:
         return 0
     lo, hi = ms[0].start, ms[k - 1].end
-    qsort(ms, k, sizeof(JMember), _jmember_cmp)
+    if k > 16:
+        qsort(ms, k, sizeof(JMember), _jmember_cmp)
+    else:                        # an object of a few keys: insertion sort, without qsort's allocation
+        for m in range(1, k):
+            held = ms[m]
+            j = m
+            while j > 0 and _jmember_cmp(&ms[j - 1], &held) > 0:
+                ms[j] = ms[j - 1]
+                j -= 1
+            ms[j] = held
     p.tmp.n = 0
     for m in range(k):
         if m:
@@ -2223,3 +2268,44 @@ def json_units(str text):
         free(p.tmp.b)
         free(p.leaf.b)
         free(p.mem)
+
+
+def paragraphs(str text):
+    """[p for p in re.split(r"\\n[ \\t]*\\n", text) if p.strip()] (segmentation's
+    _PARAGRAPH_BREAK) in one pass: a break is a newline, spaces and tabs, a
+    newline, the first such from where the last ended (the [ \\t]* can only
+    run to its end: neither holds a newline)."""
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, j, start = 0
+    cdef const uint8_t* at
+    cdef list out = []
+    while True:
+        if kind == 1:          # memchr finds the next newline in a one-byte text
+            at = <const uint8_t*> memchr(<const uint8_t*> data + i, 10, n - i) if i < n else NULL
+            i = at - <const uint8_t*> data if at != NULL else n
+        else:
+            while i < n and PyUnicode_READ(kind, data, i) != 10:
+                i += 1
+        if i >= n:
+            break
+        j = i + 1
+        while j < n and (PyUnicode_READ(kind, data, j) == 32 or PyUnicode_READ(kind, data, j) == 9):
+            j += 1
+        if j < n and PyUnicode_READ(kind, data, j) == 10:
+            _paragraph(out, text, kind, data, start, i)
+            start = i = j + 1
+        else:
+            i += 1
+    _paragraph(out, text, kind, data, start, n)
+    return out
+
+
+cdef int _paragraph(list out, str text, int kind, void* data, Py_ssize_t a, Py_ssize_t b) except -1:
+    # text[a:b] onto out unless str.strip() leaves nothing of it.
+    cdef Py_ssize_t k
+    for k in range(a, b):
+        if not Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k)):
+            out.append(text[a:b])
+            return 0
+    return 0

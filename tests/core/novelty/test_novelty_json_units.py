@@ -5,13 +5,15 @@ ensure_ascii=False, sort_keys=True), and the same empty-read answer
 parse), whatever the spacing, key order, escapes and numbers' spelling;
 text it does not read exactly (not JSON, NaN, an overflowing float, a
 duplicate key, a lone surrogate, a huge int, deep nesting) goes to the
-Python path, which decides.
+Python path, which decides. Any other text's paragraphs
+(compiled.paragraphs) are the pure path's too.
 """
 from __future__ import annotations
 
 import json
 import math
 import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
@@ -133,6 +135,8 @@ EDGES = [
     "[]", "[ ]", "[\n\t\r ]", "[[]]", "[{}]", '[""]', '["", null, [], {}]', "[null]", "[0, 0.0, -0, -0.0, -0e0]",
     "[1e5, 1E5, 1e+5, 1.5e-5, 1e22, 1e16, 123456789012345678901234567890.5, 5e-324, 1e-400, -1e-400]",
     "[9007199254740993, -9223372036854775809, 18446744073709551616]",
+    "[0.0001, 0.00001, 0.000123456789012345, 1234567890123456.0, 123456789012345.6, 99999999999999.99, 100.000]",
+    "[-0.000, 0.1000000000000000055511151231257827, 0.30000000000000004, 9007199254740993.0, 1.50, -12.5]",
     "[1" + "0" * 639 + "]", "[1" + "0" * 640 + "]", "[-1" + "0" * 639 + "]",
     "[1e309]", "[-1e309]", "[NaN]", "[Infinity]", "[-Infinity]", "[nan]", "[inf]",
     '[{"b": 1, "a": 2}]', '[{"a": 1, "a": 2}]', '[{"a": {"c": 1, "b": [{"z": 0, "y": 1}]}, "A": 2}]',
@@ -168,6 +172,34 @@ def test_what_json_units_reads_and_what_it_hands_back():
     for text in ("[NaN]", "[1e400]", '[{"a": 1, "a": 2}]', '["\\ud800"]', "[1" + "0" * 640 + "]",
                  "[" * 101 + "]" * 101, "[1,]", "[1] x", "[\x00]"):
         assert read(text) is None, text
+
+
+@needs_compiled
+@hsettings(max_examples=300, deadline=None)
+@given(st.from_regex(r"-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,20})?([eE][-+]?[0-9]{1,3})?", fullmatch=True)
+       | st.from_regex(r"-?0\.0{0,5}[1-9][0-9]{0,16}0{0,3}", fullmatch=True))
+def test_a_number_is_written_as_json_dumps_writes_what_json_loads_reads(text):
+    # floats written without an exponent take a short cut (their text, trailing zeros dropped) where
+    # they have at most 15 significant digits and repr writes no exponent: both edges are drawn
+    got = accel.built.json_units(f"[{text}]")
+    value = json.loads(text)
+    if isinstance(value, float) and not math.isfinite(value):
+        assert got is None
+    else:
+        assert got == ([json.dumps(value)], value, True, False)
+
+
+@needs_compiled
+@hsettings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from("\n\n\n  \t\t\r\x0b\x85\u2028\u3000ab\xe9\U0001f600[]\""), max_size=30)
+       | st.text(max_size=30))
+def test_a_texts_paragraphs_are_the_pure_paths(text):
+    got = {}
+    for path in PATHS:
+        with on_path(path):
+            got[path] = segment(text)
+    assert got["compiled"] == got["pure"]
+    assert accel.built.paragraphs(text) == [p for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
 
 
 def test_evidence_free_reads_segments_leaves_not_another_texts():
