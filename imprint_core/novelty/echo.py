@@ -52,7 +52,7 @@ import numpy as np
 import xxhash
 
 from .fingerprints import Lines, _canonical_unit
-from .segmentation import last_parsed
+from .segmentation import Leaves, last_parsed
 from ._fast.memo import shared
 from .normalization import normalize
 
@@ -410,6 +410,14 @@ def evidence_free(text: str, echoes: "Echoes | Callable[[], Echoes | None] | Non
         return not s or _empty_phrase(s, echoes)
     if s[0] in "[{\"" or s == "null":
         value = last_parsed(s, _NOT_PARSED)    # segment() parsed this very text a moment ago: read it
+        if isinstance(value, Leaves):          # a JSON array that the compiled path read without parsing
+            if value.first is None:            # nothing but nulls, "" and empty containers: _empty
+                return True
+            if not _empty(value.first, echoes):
+                # A leaf with content: not _empty, nor _lists_of_nothing (for an array, the same
+                # walk); _counts_of_nothing is what is left.
+                return value.plain and value.hollow
+            value = _NOT_PARSED
         if value is _NOT_PARSED:
             try:
                 value = json.loads(s)

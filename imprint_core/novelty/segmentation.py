@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from typing import Any, NamedTuple
 
+from ._fast import accel
 from ._fast.memo import shared
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
@@ -30,13 +32,22 @@ def _encode_item(item) -> str:
     if _c_iterencode is None:
         return _ENCODER.encode(item)
     return "".join(_c_iterencode(item, 0))
-_last = threading.local()   # the text segment() last parsed as JSON, and what it gave
+_last = threading.local()   # the text segment() last read as JSON, and what it gave
+
+
+class Leaves(NamedTuple):
+    """What the compiled path read of a JSON array's leaves (the scalars in
+    it), where it gave the units without parsing."""
+    first: Any      # the first, in the text's order, that is not None or "" (a str, int, float or bool); None: none is
+    plain: bool     # no leaf is a non-empty str
+    hollow: bool    # some list or dict in it is empty
 
 
 def last_parsed(text: str, missing: object) -> object:
     """What json.loads(text) gave when segment() last parsed it on this
-    thread (echo.evidence_free reads the same result's text next), else
-    `missing`. Read only: the value is segment()'s own."""
+    thread (echo.evidence_free reads the same result's text next); a Leaves
+    where the compiled path read it without parsing; else `missing`. Read
+    only: the value is segment()'s own."""
     got = getattr(_last, "parsed", None)
     if got is not None and (got[0] is text or got[0] == text):
         return got[1]
@@ -47,8 +58,12 @@ def last_parsed(text: str, missing: object) -> object:
 def segment(text: str) -> list[str]:
     """Split a tool result into evidence units: the items of a JSON array (one
     hit each), else blank-line separated paragraphs."""
-    stripped = text.strip()
+    stripped, ext = text.strip(), accel.ext
     if stripped[:1] == "[" and stripped[-1:] == "]":
+        fast = ext.json_units(stripped) if ext is not None else None
+        if fast is not None:
+            _last.parsed = (stripped, Leaves(*fast[1:]))
+            return fast[0]
         try:
             items = json.loads(stripped)
         except (ValueError, RecursionError):   # nested too deep for the parser: plain text
@@ -58,4 +73,6 @@ def segment(text: str) -> list[str]:
         if isinstance(items, list):
             encode = _encode_item
             return [i if isinstance(i, str) else encode(i) for i in items]
+    if ext is not None:
+        return ext.paragraphs(text)
     return [p for p in _PARAGRAPH_BREAK.split(text) if p.strip()]

@@ -1703,3 +1703,609 @@ def canonical_unit(str unit):
         return out[:olen].decode("utf-8")
     finally:
         free(out)
+
+
+# ---------------------------------------------------------- a result's units ---
+# segmentation.segment's units: a text's paragraphs (paragraphs, at the end), and
+# the units of a text that is a JSON array (json_units), in one pass of C
+# over its UTF-8: each str item decoded, each other item written as
+# json.dumps(item, ensure_ascii=False, sort_keys=True) writes it, without
+# building the parse. Where it could differ from json.loads and json.dumps it
+# answers None and the Python path decides: text that is not JSON (json.loads
+# fails), NaN, Infinity, a float too large for a double, an int of more than
+# 640 digits (the least limit sys.set_int_max_str_digits allows), a lone
+# surrogate, a duplicate key, nesting past JSON_MAX_DEPTH.
+
+cdef extern from "Python.h":
+    double PyOS_string_to_double(const char* s, char** endptr, void* overflow_exception) except? -1.0
+    char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
+    void PyMem_Free(void* p)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyLong_FromString(const char* s, char** pend, int base)
+    bint PyUnicode_IS_ASCII(object o)
+    int Py_DTSF_ADD_DOT_0
+
+from libc.math cimport isfinite
+from libc.stdint cimport uint32_t
+from libc.string cimport memcmp, strlen
+
+cdef enum:
+    JSON_MAX_DEPTH = 100   # far inside the recursion limit at which json.loads would raise
+    JSON_INT_DIGITS = 640
+    J_NONE, J_STR, J_INT, J_FLOAT, J_TRUE, J_FALSE   # the kind of the first leaf
+
+
+cdef const char* _JHEX = b"0123456789abcdef"    # json's \u00xx is lower case
+
+
+cdef uint8_t _JPLAIN[256]    # a byte a JSON string holds as itself: no quote, backslash or control
+for _c in range(256):
+    _JPLAIN[_c] = _c >= 32 and _c != 34 and _c != 92
+
+
+cdef struct JBuf:
+    char* b
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int _jgrow(JBuf* v, Py_ssize_t more) except -1:
+    cdef Py_ssize_t cap = max(2 * v.cap, v.n + more, 256)
+    cdef char* b = <char*> realloc(v.b, cap)
+    if b == NULL:
+        raise MemoryError()
+    v.b = b
+    v.cap = cap
+    return 0
+
+
+cdef inline int _jput(JBuf* v, const char* s, Py_ssize_t k) except -1:
+    if v.n + k > v.cap:
+        _jgrow(v, k)
+    memcpy(v.b + v.n, s, k)
+    v.n += k
+    return 0
+
+
+cdef struct JMember:
+    Py_ssize_t key          # its decoded key in JScan.keys
+    Py_ssize_t key_len
+    const char* key_at      # the same, once the object's keys are all read (keys no longer moves)
+    Py_ssize_t start, end   # its `"key": value` in the output
+
+
+cdef struct JScan:
+    const uint8_t* s
+    Py_ssize_t n, i
+    int depth
+    JBuf keys               # the decoded keys of the objects open
+    JBuf tmp                # members reordered; a str item decoded; a number's text
+    JBuf leaf               # the first leaf's decoded text (a str) or its text (a number)
+    JMember* mem            # the members of the objects open
+    Py_ssize_t nmem, capmem
+    int leaf_kind           # the first leaf that is not null or "": J_NONE if none yet
+    double leaf_float
+    bint plain              # no leaf is a non-empty str
+    bint hollow             # some array or object is empty
+
+
+cdef inline void _jws(JScan* p) noexcept nogil:
+    # JSON's whitespace only, as json.loads reads it.
+    cdef uint8_t c
+    while p.i < p.n:
+        c = p.s[p.i]
+        if c == 32 or c == 10 or c == 13 or c == 9:
+            p.i += 1
+        else:
+            return
+
+
+cdef inline uint32_t _jhex4(const uint8_t* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # The four hex digits at s[i]; 0x110000 if they are not.
+    cdef uint32_t v = 0
+    cdef uint8_t c
+    cdef Py_ssize_t k
+    if i + 4 > n:
+        return 0x110000
+    for k in range(i, i + 4):
+        c = s[k]
+        if 48 <= c <= 57:
+            v = v * 16 + (c - 48)
+        elif 97 <= c <= 102:
+            v = v * 16 + (c - 87)
+        elif 65 <= c <= 70:
+            v = v * 16 + (c - 55)
+        else:
+            return 0x110000
+    return v
+
+
+cdef int _jchar(JBuf* enc, JBuf* dec, uint32_t cp) except -1:
+    # One decoded code point: its UTF-8 into dec, and into enc as json's encode_basestring
+    # (ensure_ascii=False) writes it: \" \\ \n \r \t \b \f, another control as \u00xx, the rest raw.
+    cdef char u[6]
+    cdef int k
+    if cp < 0x80:
+        u[0] = <char> cp
+        k = 1
+    elif cp < 0x800:
+        u[0] = <char> (0xC0 | (cp >> 6))
+        u[1] = <char> (0x80 | (cp & 0x3F))
+        k = 2
+    elif cp < 0x10000:
+        u[0] = <char> (0xE0 | (cp >> 12))
+        u[1] = <char> (0x80 | ((cp >> 6) & 0x3F))
+        u[2] = <char> (0x80 | (cp & 0x3F))
+        k = 3
+    else:
+        u[0] = <char> (0xF0 | (cp >> 18))
+        u[1] = <char> (0x80 | ((cp >> 12) & 0x3F))
+        u[2] = <char> (0x80 | ((cp >> 6) & 0x3F))
+        u[3] = <char> (0x80 | (cp & 0x3F))
+        k = 4
+    if dec != NULL:
+        _jput(dec, u, k)
+    if enc == NULL:
+        return 0
+    if cp == 34 or cp == 92:
+        u[0] = 92
+        u[1] = <char> cp
+        return _jput(enc, u, 2)
+    if cp >= 32:
+        return _jput(enc, u, k)
+    u[0] = 92
+    if cp == 10 or cp == 13 or cp == 9 or cp == 8 or cp == 12:
+        u[1] = <char> (110 if cp == 10 else 114 if cp == 13 else 116 if cp == 9 else 98 if cp == 8 else 102)
+        return _jput(enc, u, 2)
+    u[1] = 117
+    u[2] = 48
+    u[3] = 48
+    u[4] = _JHEX[cp >> 4]
+    u[5] = _JHEX[cp & 15]
+    return _jput(enc, u, 6)
+
+
+cdef int _jstr(JScan* p, JBuf* enc, JBuf* dec) except -1:
+    # The string at p.i (its opening quote): quoted and escaped into enc, decoded into dec (either may
+    # be NULL). 1: not a string json.loads reads, or one holding a lone surrogate.
+    cdef const uint8_t* s = p.s
+    cdef Py_ssize_t n = p.n, i = p.i + 1, run
+    cdef uint8_t c
+    cdef uint32_t cp, lo
+    if enc != NULL:
+        _jput(enc, b'"', 1)
+    while True:
+        run = i
+        while i < n and _JPLAIN[s[i]]:     # itself, decoded and encoded
+            i += 1
+        if i >= n:
+            return 1
+        if i > run:
+            if enc != NULL:
+                _jput(enc, <const char*> s + run, i - run)
+            if dec != NULL:
+                _jput(dec, <const char*> s + run, i - run)
+        c = s[i]
+        if c == 34:
+            break
+        if c < 32 or i + 1 >= n:     # json.loads (strict) refuses a raw control character
+            return 1
+        c = s[i + 1]
+        i += 2
+        if c == 117:                 # \uXXXX, a surrogate pair as two
+            cp = _jhex4(s, i, n)
+            i += 4
+            if 0xDC00 <= cp <= 0xDFFF or cp > 0xFFFF:
+                return 1
+            if 0xD800 <= cp <= 0xDBFF:
+                if not (i + 1 < n and s[i] == 92 and s[i + 1] == 117):
+                    return 1
+                lo = _jhex4(s, i + 2, n)
+                if not 0xDC00 <= lo <= 0xDFFF:
+                    return 1
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                i += 6
+        elif c == 34 or c == 92 or c == 47:
+            cp = c
+        elif c == 110:
+            cp = 10
+        elif c == 114:
+            cp = 13
+        elif c == 116:
+            cp = 9
+        elif c == 98:
+            cp = 8
+        elif c == 102:
+            cp = 12
+        else:
+            return 1
+        _jchar(enc, dec, cp)
+    p.i = i + 1
+    if enc != NULL:
+        _jput(enc, b'"', 1)
+    return 0
+
+
+cdef inline bint _jdigit(JScan* p, Py_ssize_t i) noexcept nogil:
+    return i < p.n and 48 <= p.s[i] <= 57
+
+
+cdef Py_ssize_t _jshort_float(JScan* p, Py_ssize_t start, Py_ssize_t dot, Py_ssize_t end) noexcept nogil:
+    # Where repr(float(text)) of a float written without an exponent is its text with the fraction's
+    # trailing zeros dropped (one kept after the point), how much of the text that keeps; 0 where it
+    # is not (float.__repr__ decides). It is where the text holds at most 15 significant digits and
+    # repr writes no exponent (the value's decimal point, 0.DIGITS x 10**decpt, at -4 < decpt <= 16):
+    # doubles keep 15 digits of such a number (DBL_DIG), so no other 15-digit decimal, and none
+    # shorter, reads back as the same double, and repr gives the shortest that does.
+    cdef Py_ssize_t last = end - 1, lead = 0, digits = dot - start - (p.s[start] == 45)
+    while last > dot + 1 and p.s[last] == 48:
+        last -= 1
+    if digits == 1 and p.s[dot - 1] == 48:           # 0.xxx: the significant digits after the zeros
+        while dot + 1 + lead <= last and p.s[dot + 1 + lead] == 48:
+            lead += 1
+        if dot + 1 + lead > last:
+            return last + 1 - start                   # zero: "0.0" or "-0.0"
+        if lead > 3 or last - dot - lead > 15:
+            return 0
+    elif digits + last - dot > 15:
+        return 0
+    return last + 1 - start
+
+
+cdef int _jnumber(JScan* p, JBuf* out) except -1:
+    # The number at p.i, as json.loads reads it (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?) and
+    # json.dumps writes it: an int as its digits ("-0" as "0"), a float as repr(float(text)).
+    cdef Py_ssize_t start = p.i, i = p.i, k, dot = -1, kept = 0
+    cdef bint exp = False
+    cdef char* end
+    cdef char* r
+    cdef double x
+    if i < p.n and p.s[i] == 45:
+        i += 1
+    if not _jdigit(p, i):
+        return 1                  # -Infinity, or no value
+    i += 1
+    if p.s[i - 1] != 48:
+        while _jdigit(p, i):
+            i += 1
+    if i < p.n and p.s[i] == 46:
+        if not _jdigit(p, i + 1):
+            return 1
+        dot = i
+        i += 2
+        while _jdigit(p, i):
+            i += 1
+    if i < p.n and (p.s[i] == 101 or p.s[i] == 69):
+        k = i + 1
+        if k < p.n and (p.s[k] == 43 or p.s[k] == 45):
+            k += 1
+        if not _jdigit(p, k):
+            return 1
+        exp = True
+        i = k + 1
+        while _jdigit(p, i):
+            i += 1
+    p.i = i
+    if dot < 0 and not exp:
+        if i - start - (p.s[start] == 45) > JSON_INT_DIGITS:
+            return 1
+        if i - start == 2 and p.s[start] == 45 and p.s[start + 1] == 48:
+            _jput(out, b"0", 1)
+        else:
+            _jput(out, <const char*> p.s + start, i - start)
+        if p.leaf_kind == J_NONE:
+            p.leaf_kind = J_INT
+            p.leaf.n = 0
+            _jput(&p.leaf, <const char*> p.s + start, i - start)
+            _jput(&p.leaf, b"\0", 1)
+        return 0
+    if not exp:
+        kept = _jshort_float(p, start, dot, i)
+    if kept and p.leaf_kind != J_NONE:
+        return _jput(out, <const char*> p.s + start, kept)
+    p.tmp.n = 0
+    _jput(&p.tmp, <const char*> p.s + start, i - start)
+    _jput(&p.tmp, b"\0", 1)
+    x = PyOS_string_to_double(p.tmp.b, &end, NULL)
+    if end != p.tmp.b + (i - start) or not isfinite(x):
+        return 1                  # json.dumps writes an overflow as Infinity
+    if p.leaf_kind == J_NONE:
+        p.leaf_kind = J_FLOAT
+        p.leaf_float = x
+    if kept:
+        return _jput(out, <const char*> p.s + start, kept)
+    r = PyOS_double_to_string(x, 114, 0, Py_DTSF_ADD_DOT_0, NULL)   # float.__repr__
+    try:
+        _jput(out, r, strlen(r))
+    finally:
+        PyMem_Free(r)
+    return 0
+
+
+cdef inline bint _jlit(JScan* p, const char* word, Py_ssize_t k) noexcept nogil:
+    return p.i + k <= p.n and memcmp(p.s + p.i, word, k) == 0
+
+
+cdef int _jvalue(JScan* p, JBuf* out) except -1:
+    cdef uint8_t c
+    if p.i >= p.n:
+        return 1
+    c = p.s[p.i]
+    if c == 34:
+        if p.i + 1 < p.n and p.s[p.i + 1] == 34:
+            _jput(out, b'""', 2)
+            p.i += 2
+            return 0
+        p.plain = False
+        if p.leaf_kind != J_NONE:
+            return _jstr(p, out, NULL)
+        p.leaf_kind = J_STR
+        p.leaf.n = 0
+        return _jstr(p, out, &p.leaf)
+    if c == 91 or c == 123:
+        return _jcontainer(p, out)
+    if _jlit(p, b"null", 4):
+        p.i += 4
+        return _jput(out, b"null", 4)
+    if _jlit(p, b"true", 4):
+        p.i += 4
+        if p.leaf_kind == J_NONE:
+            p.leaf_kind = J_TRUE
+        return _jput(out, b"true", 4)
+    if _jlit(p, b"false", 5):
+        p.i += 5
+        if p.leaf_kind == J_NONE:
+            p.leaf_kind = J_FALSE
+        return _jput(out, b"false", 5)
+    return _jnumber(p, out)
+
+
+cdef int _jmember_cmp(const void* a, const void* b) noexcept nogil:
+    # By key, code point by code point: UTF-8's byte order is the code points' order.
+    cdef const JMember* x = <const JMember*> a
+    cdef const JMember* y = <const JMember*> b
+    cdef Py_ssize_t k = x.key_len if x.key_len < y.key_len else y.key_len
+    cdef int c = memcmp(x.key_at, y.key_at, k)
+    if c != 0:
+        return c
+    return (x.key_len > y.key_len) - (x.key_len < y.key_len)
+
+
+cdef int _jsort_members(JScan* p, JBuf* out, Py_ssize_t base) except -1:
+    # The object's members (mem[base:]) in key order, as sort_keys writes them; 1 on a duplicate key
+    # (json.loads keeps the last value of one).
+    cdef Py_ssize_t m, j, k = p.nmem - base, lo, hi
+    cdef JMember* ms = p.mem + base
+    cdef JMember held
+    cdef bint ordered = True
+    for m in range(k):
+        ms[m].key_at = p.keys.b + ms[m].key
+    for m in range(1, k):
+        if _jmember_cmp(&ms[m - 1], &ms[m]) >= 0:
+            ordered = False
+            break
+    if ordered:
+        return 0
+    lo, hi = ms[0].start, ms[k - 1].end
+    if k > 16:
+        qsort(ms, k, sizeof(JMember), _jmember_cmp)
+    else:                        # an object of a few keys: insertion sort, without qsort's allocation
+        for m in range(1, k):
+            held = ms[m]
+            j = m
+            while j > 0 and _jmember_cmp(&ms[j - 1], &held) > 0:
+                ms[j] = ms[j - 1]
+                j -= 1
+            ms[j] = held
+    p.tmp.n = 0
+    for m in range(k):
+        if m:
+            if _jmember_cmp(&ms[m - 1], &ms[m]) == 0:
+                return 1
+            _jput(&p.tmp, b", ", 2)
+        _jput(&p.tmp, out.b + ms[m].start, ms[m].end - ms[m].start)
+    memcpy(out.b + lo, p.tmp.b, hi - lo)
+    return 0
+
+
+cdef int _jcontainer(JScan* p, JBuf* out) except -1:
+    # The array or object at p.i, written with ", " and ": " between, an object's keys sorted.
+    cdef bint obj = p.s[p.i] == 123
+    cdef uint8_t close = 125 if obj else 93
+    cdef Py_ssize_t base = p.nmem, keys_base = p.keys.n, start, key = 0
+    cdef int r
+    cdef uint8_t c
+    p.depth += 1
+    if p.depth > JSON_MAX_DEPTH:
+        return 1
+    _jput(out, <const char*> p.s + p.i, 1)
+    p.i += 1
+    _jws(p)
+    if p.i < p.n and p.s[p.i] == close:
+        p.hollow = True
+    else:
+        while True:
+            start = out.n
+            if obj:
+                if p.i >= p.n or p.s[p.i] != 34:
+                    return 1
+                key = p.keys.n
+                r = _jstr(p, out, &p.keys)
+                if r:
+                    return r
+                _jws(p)
+                if p.i >= p.n or p.s[p.i] != 58:
+                    return 1
+                p.i += 1
+                _jput(out, b": ", 2)
+                _jws(p)
+            r = _jvalue(p, out)
+            if r:
+                return r
+            if obj:
+                if p.nmem == p.capmem:
+                    p.capmem = max(2 * p.capmem, 64)
+                    p.mem = <JMember*> realloc(p.mem, p.capmem * sizeof(JMember))
+                    if p.mem == NULL:
+                        raise MemoryError()
+                p.mem[p.nmem].key = key
+                p.mem[p.nmem].key_len = p.keys.n - key
+                p.mem[p.nmem].start = start
+                p.mem[p.nmem].end = out.n
+                p.nmem += 1
+            _jws(p)
+            if p.i >= p.n:
+                return 1
+            c = p.s[p.i]
+            if c == close:
+                break
+            if c != 44:
+                return 1
+            p.i += 1
+            _jput(out, b", ", 2)
+            _jws(p)
+        if obj:
+            r = _jsort_members(p, out, base)
+            if r:
+                return r
+            p.nmem = base
+            p.keys.n = keys_base
+    p.i += 1
+    p.depth -= 1
+    return _jput(out, <const char*> &close, 1)
+
+
+cdef object _jleaf(JScan* p):
+    if p.leaf_kind == J_STR:
+        return PyUnicode_DecodeUTF8(p.leaf.b, p.leaf.n, NULL)
+    if p.leaf_kind == J_INT:
+        return PyLong_FromString(p.leaf.b, NULL, 10)
+    if p.leaf_kind == J_FLOAT:
+        return p.leaf_float
+    if p.leaf_kind == J_NONE:
+        return None
+    return p.leaf_kind == J_TRUE
+
+
+def json_units(str text):
+    """segmentation.segment's units of `text` (stripped) read as a JSON array:
+    each str item as it is, each other item as json.dumps(item,
+    ensure_ascii=False, sort_keys=True) writes it; with what echo.evidence_free
+    reads of the parse: (units, first, plain, hollow). first: the first leaf,
+    in the text's order, that is not null or "" (a str, int, float or bool;
+    None if there is none); plain: no leaf is a non-empty str; hollow: some
+    array or object in it is empty. None where the Python path must decide
+    (the section's comment says where)."""
+    cdef bytes encoded
+    cdef JScan p
+    cdef JBuf out
+    cdef list units = []
+    cdef int r = 0
+    cdef bint empty_str
+    if PyUnicode_IS_ASCII(text):
+        p.s = <const uint8_t*> PyUnicode_DATA(text)
+        p.n = len(text)
+    else:
+        try:
+            encoded = text.encode("utf-8")
+        except UnicodeEncodeError:    # a lone surrogate
+            return None
+        p.s = <const uint8_t*> encoded
+        p.n = len(encoded)
+    if p.n < 2 or p.s[0] != 91:
+        return None
+    memset(&out, 0, sizeof(JBuf))
+    memset(&p.keys, 0, sizeof(JBuf))
+    memset(&p.tmp, 0, sizeof(JBuf))
+    memset(&p.leaf, 0, sizeof(JBuf))
+    p.mem = NULL
+    p.nmem = p.capmem = 0
+    p.depth = 1
+    p.leaf_kind = J_NONE
+    p.plain = True
+    p.hollow = False
+    p.i = 1
+    try:
+        _jws(&p)
+        if p.i < p.n and p.s[p.i] == 93:
+            p.hollow = True
+        else:
+            while True:
+                if p.i < p.n and p.s[p.i] == 34:       # a str item: itself
+                    empty_str = p.i + 1 < p.n and p.s[p.i + 1] == 34
+                    out.n = 0
+                    r = _jstr(&p, NULL, &out)
+                    if r:
+                        return None
+                    units.append(PyUnicode_DecodeUTF8(out.b, out.n, NULL))
+                    if not empty_str:
+                        p.plain = False
+                        if p.leaf_kind == J_NONE:
+                            p.leaf_kind = J_STR
+                            p.leaf.n = 0
+                            _jput(&p.leaf, out.b, out.n)
+                else:
+                    out.n = 0
+                    r = _jvalue(&p, &out)
+                    if r:
+                        return None
+                    units.append(PyUnicode_DecodeUTF8(out.b, out.n, NULL))
+                _jws(&p)
+                if p.i >= p.n or (p.s[p.i] != 44 and p.s[p.i] != 93):
+                    return None
+                if p.s[p.i] == 93:
+                    break
+                p.i += 1
+                _jws(&p)
+        p.i += 1
+        _jws(&p)
+        if p.i != p.n:                 # more after the array: json.loads fails ("Extra data")
+            return None
+        return units, _jleaf(&p), p.plain, p.hollow
+    finally:
+        free(out.b)
+        free(p.keys.b)
+        free(p.tmp.b)
+        free(p.leaf.b)
+        free(p.mem)
+
+
+def paragraphs(str text):
+    """[p for p in re.split(r"\\n[ \\t]*\\n", text) if p.strip()] (segmentation's
+    _PARAGRAPH_BREAK) in one pass: a break is a newline, spaces and tabs, a
+    newline, the first such from where the last ended (the [ \\t]* can only
+    run to its end: neither holds a newline)."""
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, j, start = 0
+    cdef const uint8_t* at
+    cdef list out = []
+    while True:
+        if kind == 1:          # memchr finds the next newline in a one-byte text
+            at = <const uint8_t*> memchr(<const uint8_t*> data + i, 10, n - i) if i < n else NULL
+            i = at - <const uint8_t*> data if at != NULL else n
+        else:
+            while i < n and PyUnicode_READ(kind, data, i) != 10:
+                i += 1
+        if i >= n:
+            break
+        j = i + 1
+        while j < n and (PyUnicode_READ(kind, data, j) == 32 or PyUnicode_READ(kind, data, j) == 9):
+            j += 1
+        if j < n and PyUnicode_READ(kind, data, j) == 10:
+            _paragraph(out, text, kind, data, start, i)
+            start = i = j + 1
+        else:
+            i += 1
+    _paragraph(out, text, kind, data, start, n)
+    return out
+
+
+cdef int _paragraph(list out, str text, int kind, void* data, Py_ssize_t a, Py_ssize_t b) except -1:
+    # text[a:b] onto out unless str.strip() leaves nothing of it.
+    cdef Py_ssize_t k
+    for k in range(a, b):
+        if not Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, k)):
+            out.append(text[a:b])
+            return 0
+    return 0
