@@ -70,6 +70,9 @@ ERROR = {"value": "ValueError: v", "key": "KeyError: 'k'", "boom": "Boom: b", "b
 
 @pytest.fixture(scope="module")
 def rule_file(tmp_path_factory) -> str:
+    lines = RULE.splitlines()    # the lines the tests expect named are the raising ones
+    assert [lines[n - 1].strip() for n in (OBSERVE_LINE, RESET_LINE, NOTES_LINE)] == [RAISING] * 3
+    assert lines[FACTORY_LINE - 1].strip() == "raise ERRORS[what]()"
     path = tmp_path_factory.mktemp("rules") / "boom.py"
     path.write_text(RULE)
     return str(path)
@@ -83,12 +86,6 @@ def failure(call, *args) -> RuleFailed:
     with pytest.raises(RuleFailed) as info:
         call(*args)
     return info.value
-
-
-def test_the_lines_named_are_the_rules_own() -> None:
-    lines = RULE.splitlines()
-    assert [lines[n - 1].strip() for n in (OBSERVE_LINE, RESET_LINE, NOTES_LINE)] == [RAISING] * 3
-    assert lines[FACTORY_LINE - 1].strip() == "raise ERRORS[what]()"
 
 
 @settings(max_examples=30, deadline=None)
