@@ -569,6 +569,7 @@ def _point(cell: Cell, x_of, y_of, dx: float = 0.0, dy: float = 0.0) -> tuple[fl
             py - max(0, (y - ylo) * 100), py + max(0, (yhi - y) * 100))
 
 
+PERCENT_TICKS = range(0, 101, 20)
 MARKER_SIZE, CAP_SIZE, BAR_WIDTH, ALPHA = 6.0, 4.0, 0.8, 0.85
 """Points, as `errorbar(markersize=6, capsize=2, elinewidth=0.8, alpha=0.85)` drew them."""
 
@@ -693,6 +694,10 @@ def plot(comp: Comparison, path, part: str = "held-out") -> None:
         ax.set_title(title, fontsize=8, y=1.0)
         ax.set_xlabel("harm (% of successful runs)", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
+        # the ticks the default locator gives these limits, fixed: it also made two outside them, and
+        # every tick is several artists to lay out and draw on each of the panels
+        ax.set_xticks(PERCENT_TICKS, [str(t) for t in PERCENT_TICKS])
+        ax.set_yticks(PERCENT_TICKS, [str(t) for t in PERCENT_TICKS])
         ax.set_xlim(-6, 106)
         ax.set_ylim(-6, 106)
         ax.grid(alpha=0.3)
