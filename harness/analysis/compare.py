@@ -556,15 +556,63 @@ def markdown(comp: Comparison, command: str, parts: Sequence[str] = PARTS, decis
     return "\n".join(lines) + "\n"
 
 
-def _point(ax, cell: Cell, x_of, y_of, dx: float = 0.0, dy: float = 0.0, **kw) -> None:
-    """One rule's point with its intervals as error bars (x: harm, y: the
-    other figure), drawn `dx`, `dy` percentage points off its place."""
+def _point(cell: Cell, x_of, y_of, dx: float = 0.0, dy: float = 0.0) -> tuple[float, ...] | None:
+    """One rule's point and its intervals' ends in percent (x: harm, y: the
+    other figure), drawn `dx`, `dy` percentage points off its place: (x, y,
+    x low, x high, y low, y high); None without both figures."""
     x, xlo, xhi = x_of(cell)
     y, ylo, yhi = y_of(cell)
     if x is None or y is None:
+        return None
+    px, py = x * 100 + dx, y * 100 + dy
+    return (px, py, px - max(0, (x - xlo) * 100), px + max(0, (xhi - x) * 100),
+            py - max(0, (y - ylo) * 100), py + max(0, (yhi - y) * 100))
+
+
+PERCENT_TICKS = range(0, 101, 20)
+MARKER_SIZE, CAP_SIZE, BAR_WIDTH, ALPHA = 6.0, 4.0, 0.8, 0.85
+"""Points, as `errorbar(markersize=6, capsize=2, elinewidth=0.8, alpha=0.85)` drew them."""
+
+
+def _draw_points(ax, points: Sequence[tuple[tuple[float, ...], str, Any]]) -> None:
+    """Each (point, marker, colour) as `errorbar` draws it (bars, caps, then
+    the markers above them), as two collections for the panel instead of
+    seven artists a rule: the plot's cost was its thousands of artists."""
+    from matplotlib.collections import LineCollection, PathCollection
+    from matplotlib.markers import MarkerStyle
+    from matplotlib.transforms import IdentityTransform
+    if not points:
         return
-    ax.errorbar([x * 100 + dx], [y * 100 + dy], xerr=[[max(0, (x - xlo) * 100)], [max(0, (xhi - x) * 100)]],
-                yerr=[[max(0, (y - ylo) * 100)], [max(0, (yhi - y) * 100)]], capsize=2, elinewidth=0.8, **kw)
+    bars, caps, where, colors = [], [], [], []
+    for (x, y, x0, x1, y0, y1), _, color in points:
+        bars += [((x0, y), (x1, y)), ((x, y0), (x, y1))]
+        caps += [("|", x0, y), ("|", x1, y), ("_", x, y0), ("_", x, y1)]
+    ax.add_collection(LineCollection(bars, colors=[c for *_, c in points for _ in range(2)], linewidths=BAR_WIDTH,
+                                     alpha=ALPHA, zorder=2), autolim=False)
+    items = [(m, x, y, CAP_SIZE, c, False) for (*_, c), four in zip(points, zip(*[iter(caps)] * 4))
+             for m, x, y in four]
+    items += [(m, p[0], p[1], MARKER_SIZE, c, True) for p, m, c in points]
+    paths = []
+    for m, *_ in items:
+        style = MarkerStyle(m)
+        paths.append(style.get_path().transformed(style.get_transform()))
+    ax.add_collection(PathCollection(
+        paths, sizes=[s * s for *_, s, _, _ in items], offsets=[(x, y) for _, x, y, *_ in items],
+        offset_transform=ax.transData, transform=IdentityTransform(), edgecolors=[c for *_, c, _ in items],
+        facecolors=[c if filled else "none" for *_, c, filled in items], linewidths=1.0, alpha=ALPHA,
+        zorder=2.1), autolim=False)
+
+
+def _legend_handle(marker: str, color):
+    """What `errorbar` would have returned for the legend: a marker with its
+    bars and caps, drawn by the legend only."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.lines import Line2D
+    line = Line2D([], [], marker=marker, linestyle="none", color=color, markersize=MARKER_SIZE, alpha=ALPHA)
+    cap = Line2D([], [], marker="|", linestyle="none", color=color, markersize=CAP_SIZE, alpha=ALPHA)
+    bars = LineCollection([], colors=[color], linewidths=BAR_WIDTH, alpha=ALPHA)
+    return ErrorbarContainer((line, (cap,), (bars,)), has_xerr=True, has_yerr=True)
 
 
 DODGE_RADIUS = 3.0
@@ -614,6 +662,7 @@ def plot(comp: Comparison, path, part: str = "held-out") -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.layout_engine import TightLayoutEngine
     if not comp.members("all", part):
         part = "all"            # nothing held out (`--holdout 0`): every run
     panels = [(corpus, metric) for corpus in ["all", *comp.corpora]
@@ -622,6 +671,7 @@ def plot(comp: Comparison, path, part: str = "held-out") -> None:
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 3.4 * nrows), squeeze=False)
     markers = "osD^v<>Ph*X"
+    legend = []
     for k, (corpus, (y_of, ylabel)) in enumerate(panels):
         ax = axes[k // ncols][k % ncols]
         cells = [comp.cells.get((c.label, corpus, part)) for c in comp.rules]
@@ -630,31 +680,35 @@ def plot(comp: Comparison, path, part: str = "held-out") -> None:
             x, y = (_harm_xy(cell)[0], y_of(cell)[0]) if cell is not None else (None, None)
             where.append(None if x is None or y is None else (x * 100, y * 100))
         offsets = dodge(where)
-        for i, (c, cell) in enumerate(zip(comp.rules, cells)):
-            if cell is None:
-                continue
-            color = plt.cm.tab20(i % 20)
-            # the legend names every rule once, with the marker and colour it has in every panel
-            _point(ax, cell, _harm_xy, y_of, *offsets[i], fmt=markers[i % len(markers)], color=color, markersize=6,
-                   alpha=0.85, label=c.label if k == 0 else None)
+        drawn = {i: (p, markers[i % len(markers)], plt.cm.tab20(i % 20)) for i, cell in enumerate(cells)
+                 if cell is not None and (p := _point(cell, _harm_xy, y_of, *offsets[i])) is not None}
+        _draw_points(ax, list(drawn.values()))
+        if k == 0:
+            # the legend names every rule drawn once, with the marker and colour it has in every panel
+            legend = [(_legend_handle(m, color), comp.rules[i].label) for i, (_, m, color) in drawn.items()]
         total = comp.cells.get((comp.rules[0].label, corpus, part)) if comp.rules else None
         title = ("pooled" if corpus == "all" else corpus) + f" ({part})"
         if total is not None:
             title += f"\n{total.harm_of} can be harmed, {total.loops} loops, {total.failures} failed"
-        ax.set_title(title, fontsize=8)
+        # y given: matplotlib would otherwise look for decorations above each axes (none here) at every layout
+        ax.set_title(title, fontsize=8, y=1.0)
         ax.set_xlabel("harm (% of successful runs)", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
+        # the ticks the default locator gives these limits, fixed: it also made two outside them, and
+        # every tick is several artists to lay out and draw on each of the panels
+        ax.set_xticks(PERCENT_TICKS, [str(t) for t in PERCENT_TICKS])
+        ax.set_yticks(PERCENT_TICKS, [str(t) for t in PERCENT_TICKS])
         ax.set_xlim(-6, 106)
         ax.set_ylim(-6, 106)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if labels:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False,
+    if legend:
+        fig.legend(*zip(*legend), loc="lower center", ncol=min(len(legend), 4), fontsize=8, frameon=False,
                    title=f"rules ({part} part; markers that would coincide are spread {DODGE_RADIUS:g} points "
                          "around their place)", title_fontsize=8)
-    fig.tight_layout(rect=(0, 0.06 if nrows < 4 else 0.035, 1, 1))
+    # The layout engine run once, not left on the figure: savefig would lay it out again in a pass of its own.
+    TightLayoutEngine(rect=(0, 0.06 if nrows < 4 else 0.035, 1, 1)).execute(fig)
     fig.savefig(path, dpi=100)
     plt.close(fig)

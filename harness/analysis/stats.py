@@ -173,15 +173,20 @@ def paired_differences(pairs: Sequence[tuple[Sequence[float], Sequence[float], S
     if todo:
         resampled = _resampled_sums([sums[3 * k + j] for k, _ in todo for j in range(3)], len(keys), resamples, seed)
         tail = (1 - CONFIDENCE) * 100
-        for n, (k, diff) in enumerate(todo):
-            x, y, d = resampled[3 * n:3 * n + 3]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                dist = (x - y) / d
-            # One resampled distribution gives both bounds by the percentile method (a resample that drew only
-            # tasks without a denominator is undefined: left out).
-            dist = dist[np.isfinite(dist)]
-            low, high = np.percentile(dist, [tail / 2, 100 - tail / 2])
-            out[k] = Difference(diff, float(low), float(high), float(np.percentile(dist, 100 - tail)), len(keys))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dists = (resampled[0::3] - resampled[1::3]) / resampled[2::3]
+        # One resampled distribution gives every bound by the percentile method (a resample that drew only
+        # tasks without a denominator is undefined: left out). Each bound is an order statistic's, whatever
+        # else is asked of the same call: the figures whose every resample is defined are asked at once.
+        qs = [tail / 2, 100 - tail / 2, 100 - tail]
+        whole = np.isfinite(dists).all(axis=1)
+        bounds = np.empty((len(todo), len(qs)))
+        if whole.any():
+            bounds[whole] = np.percentile(dists[whole], qs, axis=1).T
+        for n in np.flatnonzero(~whole):
+            bounds[n] = np.percentile(dists[n][np.isfinite(dists[n])], qs)
+        for (k, diff), (low, high, upper) in zip(todo, bounds.tolist()):
+            out[k] = Difference(diff, low, high, upper, len(keys))
     return out  # type: ignore[return-value]
 
 
@@ -190,11 +195,16 @@ EXACT = 2.0 ** 53
 largest |value| times the tasks drawn)."""
 
 
-def _resampled_sums(vectors: list[np.ndarray], tasks: int, resamples: int, seed: int) -> list[np.ndarray]:
-    """Each vector of per-task sums summed over every resample's drawn tasks."""
+def _resampled_sums(vectors: list[np.ndarray], tasks: int, resamples: int, seed: int) -> np.ndarray:
+    """Each vector of per-task sums summed over every resample's drawn tasks (a row a vector)."""
     drawn = np.random.default_rng(seed).integers(0, tasks, (resamples, tasks), dtype=np.int64)
     # figures often share a vector (a denominator, the shipped rule's side, nothing saved): each summed once
-    unique, which = np.unique(np.stack(vectors), axis=0, return_inverse=True)
+    # (rows told apart by their bytes: np.unique's row sort cost more than the sums; sums are exact, or each
+    # summed alone, in any order of the rows)
+    first: dict[bytes, int] = {}
+    which = np.array([first.setdefault(np.asarray(v, dtype=float).tobytes(), len(first)) for v in vectors],
+                     dtype=np.intp)
+    unique = np.stack([np.asarray(v, dtype=float) for v in vectors])[np.unique(which, return_index=True)[1]]
     if np.array_equal(unique, np.round(unique)) and np.abs(unique).max(initial=0) * tasks < EXACT:
         # how often each resample drew each task: one product for every vector
         drawn += (np.arange(resamples, dtype=np.int64) * tasks)[:, None]
@@ -202,4 +212,4 @@ def _resampled_sums(vectors: list[np.ndarray], tasks: int, resamples: int, seed:
         sums = (counts.astype(float) @ unique.T).T
     else:
         sums = np.stack([v[drawn].sum(axis=-1) for v in unique])
-    return list(sums[which.ravel()])
+    return sums[which]

@@ -145,3 +145,29 @@ def test_markers_that_would_coincide_are_spread_apart() -> None:
     assert offsets[3] == (0.0, 0.0) and offsets[4] == (0.0, 0.0)    # alone: in its place
     near = placed[:3]
     assert min(((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) ** 0.5 for i, a in enumerate(near) for b in near[i + 1:]) > 4
+
+
+def test_the_compare_plot_draws_each_point_where_errorbar_would_in_two_collections() -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection, PathCollection
+    from harness.analysis.compare import _draw_points, _legend_handle
+    points = [((10.0, 40.0, 5.0, 18.0, 30.0, 55.0), "o", "red"), ((60.0, 2.0, 60.0, 70.0, 0.0, 9.0), "^", "blue")]
+    fig, (ref, ours) = plt.subplots(1, 2)
+    for (x, y, x0, x1, y0, y1), m, c in points:
+        ref.errorbar([x], [y], xerr=[[x - x0], [x1 - x]], yerr=[[y - y0], [y1 - y]], fmt=m, color=c, capsize=2)
+    _draw_points(ours, points)
+    bars, marks = ours.collections
+    assert isinstance(bars, LineCollection) and isinstance(marks, PathCollection) and not ours.lines
+    want_bars = [s.tolist() for col in ref.collections for s in col.get_segments()]
+    assert [s.tolist() for s in bars.get_segments()] == want_bars
+    caps = [xy for line in ref.lines if line.get_marker() in ("|", "_") for xy in line.get_xydata().tolist()]
+    centres = [line.get_xydata().tolist()[0] for line in ref.lines if line.get_marker() in ("o", "^")]
+    assert marks.get_offsets().tolist() == caps + centres          # caps first, the markers drawn above them
+    assert marks.get_zorder() > bars.get_zorder()
+    faces = marks.get_facecolors()
+    assert (faces[:len(caps), 3] == 0).all() and (faces[len(caps):, 3] > 0).all()   # caps unfilled, markers filled
+    handle = _legend_handle("o", "red")
+    assert handle.has_xerr and handle.has_yerr and handle.lines[0].get_marker() == "o"
+    plt.close(fig)
