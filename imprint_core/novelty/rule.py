@@ -281,25 +281,12 @@ class NoveltyTracker:
                 drop = near[owner].repeat(counts)
                 extra = np.concatenate((extra, shingles[drop]))
                 shingles, counts, lines = shingles[~drop], np.where(near[owner], 0, counts), lines[~drop]
-        for v, c, n in zip(verdicts, np.bincount(owner, minlength=nv).tolist(),
-                           np.bincount(owner, weights=counts, minlength=nv).astype(np.intp).tolist()):
-            v.paragraphs, v.shingles = c, n
         paragraphs = win.hashes.tolist()
-
-        # An exactly seen paragraph is not new and adds nothing.
-        seen = self._paragraphs.flags(paragraphs)
-        if seen.all() or not counts[~seen].any():
-            return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
-                                unique(extra), sketches, templates, tuple(normed))
-        # Any other is new below the containment threshold.
-        t = tally_store(shingles, counts, seen, owner, nv, self._shingles, cfg.containment_threshold,
-                        lines, cfg.shingle_words)
-        new = t.new & ~seen
-        new_per_result = np.bincount(owner[new], minlength=nv).tolist()
-        largest = np.zeros(nv, np.intp)
-        np.maximum.at(largest, owner[new], t.sizes[new])
-        for v, a, b, m in zip(verdicts, new_per_result, t.new_shingles, largest.tolist()):
-            v.new_paragraphs, v.new_shingles, v.largest_new = a, b, m
+        # An exactly seen paragraph is not new and adds nothing; any other is new below the containment threshold.
+        t = tally_store(shingles, counts, self._paragraphs.flags(paragraphs), owner, nv, self._shingles,
+                        cfg.containment_threshold, lines, cfg.shingle_words)
+        for v, counted in zip(verdicts, t.results):
+            v.paragraphs, v.shingles, v.new_paragraphs, v.new_shingles, v.largest_new = counted
         return _JudgedRound(verdicts, paragraphs, t.shingles, t.in_young, t.known, version, errors, unique(extra),
                             sketches, templates, tuple(normed))
 

@@ -1337,6 +1337,8 @@ cdef int _edit(Vec* edits, int64_t start, int64_t end, int64_t length) except -1
 # on the way. tally_round stays the definition (the pure path runs it);
 # tests/core/novelty/test_novelty_compiled.py holds the two to each other.
 
+from libc.stdlib cimport calloc
+
 cdef uint64_t _FIB = 0x9E3779B97F4A7C15ULL
 
 
@@ -1486,7 +1488,7 @@ def insert(keys, fill, q):
 
 def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold, lines, Py_ssize_t width):
     """_fast/tally.tally_round with the store's tables: (distinct,
-    in_young, known, new, new_shingles, sizes) as its Tally holds them."""
+    in_young, known, new, sizes, results) as its Tally holds them."""
     cdef const uint64_t[::1] sh = shingles
     cdef const int64_t[::1] cn = np.ascontiguousarray(counts, np.int64)
     cdef const uint8_t[::1] sn = np.ascontiguousarray(seen, np.bool_).view(np.uint8)
@@ -1510,15 +1512,15 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
     cdef int64_t* last_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
     cdef int64_t* known_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
     cdef int64_t* last_r = <int64_t*> malloc((nv + 1) * sizeof(int64_t))
+    cdef int64_t* per_r = <int64_t*> calloc(5 * (nv + 1), sizeof(int64_t))   # per result: Tally.results
     if order == NULL or win == NULL or line == NULL or known_at == NULL or last_w == NULL or known_w == NULL \
-            or last_r == NULL or tmp == NULL or grp == NULL:
+            or last_r == NULL or tmp == NULL or grp == NULL or per_r == NULL:
         free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
-        free(tmp); free(grp)
+        free(tmp); free(grp); free(per_r)
         raise MemoryError()
     sizes_arr = np.zeros(n, np.intp)
     new_arr = np.zeros(n, np.bool_)
-    new_sh_arr = np.zeros(nv, np.intp)
-    cdef int64_t[::1] sizes = sizes_arr, new_sh = new_sh_arr
+    cdef int64_t[::1] sizes = sizes_arr
     cdef uint8_t[::1] new = new_arr.view(np.uint8)
     cdef uint64_t h
     cdef bint kn, iy
@@ -1581,7 +1583,7 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
             if last_r[j] != g:               # ... and in this result
                 last_r[j] = g
                 if not kn:
-                    new_sh[j] += 1
+                    per_r[5 * j + 3] += 1
         for w in range(n):
             new[w] = known_w[w] < threshold * sizes[w]
         if has_lines and m:
@@ -1605,10 +1607,19 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
                 if (i + 1 == m or win[i + 1] != win[i] or line[i + 1] != line[i]) \
                         and i - seg_start + 1 >= 2 and seg_unknown == i - seg_start + 1:
                     new[win[i]] = 1
+        for w in range(n):                   # each result's windows, judged shingles, new windows, largest new
+            j = 5 * ow[w]
+            per_r[j] += 1
+            per_r[j + 1] += cn[w]
+            if new[w] and not sn[w]:
+                per_r[j + 2] += 1
+                if sizes[w] > per_r[j + 4]:
+                    per_r[j + 4] = sizes[w]
+        results = [(per_r[j], per_r[j + 1], per_r[j + 2], per_r[j + 3], per_r[j + 4]) for j in range(0, 5 * nv, 5)]
     finally:
         free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
-        free(tmp); free(grp)
-    return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, new_sh_arr.tolist(), sizes_arr
+        free(tmp); free(grp); free(per_r)
+    return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, sizes_arr, results
 
 
 # -------------------------------------------------------------- ocr noise ---
