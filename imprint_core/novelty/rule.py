@@ -327,10 +327,11 @@ def _round_windows(normed: list[str], width: int, per_line: bool, owners: list[i
     that differ only in what they count (containment threshold, near-duplicate
     setting) share them. `templates`: the (unit, line) pairs that are
     template lines (echo.template_lines), none of whose words is judged."""
+    if not echoes:
+        return windows_of(normed, width, per_line)
     owner_of_unit = np.array(owners, np.intp)
-    exclude = _echo_words(echoes, owner_of_unit, templates) if echoes else None
-    win = windows_of(normed, width, per_line, exclude)
-    if win is not None and exclude is not None:
+    win = windows_of(normed, width, per_line, _echo_words(echoes, owner_of_unit, templates))
+    if win is not None:
         win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, width, per_line, templates)
     return win
 
