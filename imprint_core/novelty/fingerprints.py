@@ -300,10 +300,39 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
     if shingled is None:
         return None
     text, counts, offsets, sh_first, sh_last, sh_line, h, mixed = shingled
-    bounds, first, size = text.bounds, text.first, text.size
 
     # Spans: lines, or the lines of a unit together; windows: spans, the
     # long ones cut at their anchors. win_open: each window's first shingle.
+    ext = accel.ext
+    if ext is not None:                                # the same windows, in one call of the extension
+        win_unit, win_counts, win_open, fps = ext.windows(text.first, text.size, text.unit, counts, offsets, sh_first,
+                                                          mixed, per_line)
+    else:
+        win_unit, win_counts, win_open = _spans_cut(text, counts, offsets, sh_first, mixed, per_line)
+        fps = np.add.reduceat(mixed, win_open)
+        np.maximum(fps, _ONE, out=fps)
+
+    judged = None
+    if exclude is not None:
+        flags = exclude(text)
+        if flags is not None and flags.any():
+            seen = np.concatenate((_ZERO, flags.cumsum()))
+            judged = seen[sh_last + 1] == seen[sh_first]
+    if judged is None:
+        return Windows(fps, win_unit, h, win_counts, _NONE, sh_line)
+    if not mixed.flags.writeable:                      # shared with other configs (_fast/memo.py): not ours to change
+        mixed = mixed.copy()
+    mixed[~judged] = 0
+    fps = np.add.reduceat(mixed, win_open)
+    judged_counts = np.add.reduceat(judged.astype(np.intp), win_open)
+    fps = np.where(judged_counts > 0, np.maximum(fps, _ONE), np.uint64(0))
+    return Windows(fps, win_unit, h[judged], judged_counts, h[~judged], sh_line[judged])
+
+
+def _spans_cut(text: Lines, counts, offsets, sh_first, mixed, per_line: bool):
+    """The windows (win_unit, win_counts, win_open) of the spans: lines, or the lines of a unit
+    together; the long ones cut at their anchors (win_open: each window's first shingle)."""
+    bounds, first, size = text.bounds, text.first, text.size
     if per_line or text.unit.size == len(text.units_kept):
         span_first, span_size, win_unit, win_counts, win_open = first, size, text.unit, counts, offsets
     else:
@@ -315,31 +344,10 @@ def windows_of(units: Sequence[str], width: int = SHINGLE_WORDS, per_line: bool 
         span_size, win_counts = np.add.reduceat(size, at), np.add.reduceat(counts, at)
     if bounds.size - 1 > 2 * WINDOW_MIN:               # there may be a long span
         long = (span_size > 2 * WINDOW_MIN).nonzero()[0]
-        if long.size and accel.ext is not None:
-            got = accel.ext.cut(span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed)
-            if got is not None:
-                win_unit, win_counts, win_open = got
-        elif long.size:
+        if long.size:
             win_unit, win_counts, win_open = _cut(long, span_first, span_size, win_unit, win_counts, win_open,
                                                   sh_first, mixed)
-
-    judged = None
-    if exclude is not None:
-        flags = exclude(text)
-        if flags is not None and flags.any():
-            seen = np.concatenate((_ZERO, flags.cumsum()))
-            judged = seen[sh_last + 1] == seen[sh_first]
-    if judged is None:
-        fps = np.add.reduceat(mixed, win_open)
-        np.maximum(fps, _ONE, out=fps)
-        return Windows(fps, win_unit, h, win_counts, _NONE, sh_line)
-    if not mixed.flags.writeable:                      # shared with other configs (_fast/memo.py): not ours to change
-        mixed = mixed.copy()
-    mixed[~judged] = 0
-    fps = np.add.reduceat(mixed, win_open)
-    judged_counts = np.add.reduceat(judged.astype(np.intp), win_open)
-    fps = np.where(judged_counts > 0, np.maximum(fps, _ONE), np.uint64(0))
-    return Windows(fps, win_unit, h[judged], judged_counts, h[~judged], sh_line[judged])
+    return win_unit, win_counts, win_open
 
 
 def _cut(long: np.ndarray, span_first, span_size, win_unit, win_counts, win_open, sh_first, mixed):

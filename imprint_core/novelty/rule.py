@@ -281,25 +281,12 @@ class NoveltyTracker:
                 drop = near[owner].repeat(counts)
                 extra = np.concatenate((extra, shingles[drop]))
                 shingles, counts, lines = shingles[~drop], np.where(near[owner], 0, counts), lines[~drop]
-        for v, c, n in zip(verdicts, np.bincount(owner, minlength=nv).tolist(),
-                           np.bincount(owner, weights=counts, minlength=nv).astype(np.intp).tolist()):
-            v.paragraphs, v.shingles = c, n
         paragraphs = win.hashes.tolist()
-
-        # An exactly seen paragraph is not new and adds nothing.
-        seen = self._paragraphs.flags(paragraphs)
-        if seen.all() or not counts[~seen].any():
-            return _JudgedRound(verdicts, paragraphs, _NO_FINGERPRINTS, _NO_FLAGS, _NO_FLAGS, version, errors,
-                                unique(extra), sketches, templates, tuple(normed))
-        # Any other is new below the containment threshold.
-        t = tally_store(shingles, counts, seen, owner, nv, self._shingles, cfg.containment_threshold,
-                        lines, cfg.shingle_words)
-        new = t.new & ~seen
-        new_per_result = np.bincount(owner[new], minlength=nv).tolist()
-        largest = np.zeros(nv, np.intp)
-        np.maximum.at(largest, owner[new], t.sizes[new])
-        for v, a, b, m in zip(verdicts, new_per_result, t.new_shingles, largest.tolist()):
-            v.new_paragraphs, v.new_shingles, v.largest_new = a, b, m
+        # An exactly seen paragraph is not new and adds nothing; any other is new below the containment threshold.
+        t = tally_store(shingles, counts, self._paragraphs.flags(paragraphs), owner, nv, self._shingles,
+                        cfg.containment_threshold, lines, cfg.shingle_words)
+        for v, counted in zip(verdicts, t.results):
+            v.paragraphs, v.shingles, v.new_paragraphs, v.new_shingles, v.largest_new = counted
         return _JudgedRound(verdicts, paragraphs, t.shingles, t.in_young, t.known, version, errors, unique(extra),
                             sketches, templates, tuple(normed))
 
@@ -340,10 +327,11 @@ def _round_windows(normed: list[str], width: int, per_line: bool, owners: list[i
     that differ only in what they count (containment threshold, near-duplicate
     setting) share them. `templates`: the (unit, line) pairs that are
     template lines (echo.template_lines), none of whose words is judged."""
+    if not echoes:
+        return windows_of(normed, width, per_line)
     owner_of_unit = np.array(owners, np.intp)
-    exclude = _echo_words(echoes, owner_of_unit, templates) if echoes else None
-    win = windows_of(normed, width, per_line, exclude)
-    if win is not None and exclude is not None:
+    win = windows_of(normed, width, per_line, _echo_words(echoes, owner_of_unit, templates))
+    if win is not None:
         win = _judge_echo_only_units(win, normed, owner_of_unit, echoes, width, per_line, templates)
     return win
 

@@ -1337,6 +1337,8 @@ cdef int _edit(Vec* edits, int64_t start, int64_t end, int64_t length) except -1
 # on the way. tally_round stays the definition (the pure path runs it);
 # tests/core/novelty/test_novelty_compiled.py holds the two to each other.
 
+from libc.stdlib cimport calloc
+
 cdef uint64_t _FIB = 0x9E3779B97F4A7C15ULL
 
 
@@ -1351,20 +1353,22 @@ cdef inline bint _tab_has(Tab* t, uint64_t q) noexcept nogil:
     """store._Table.contains for one key."""
     cdef const uint64_t* row = t.keys + <Py_ssize_t> ((q * _FIB) >> t.shift) * 8
     cdef int j
-    cdef Py_ssize_t lo, hi, mid
     for j in range(8):
         if row[j] == q:
             return 1
-    if t.n_over and row[7] != 0:
-        lo, hi = 0, t.n_over
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if t.over[mid] < q:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo < t.n_over and t.over[lo] == q
-    return 0
+    return t.n_over and row[7] != 0 and _over_has(t, q)
+
+
+cdef bint _over_has(Tab* t, uint64_t q) noexcept nogil:
+    """Whether the keys of full buckets hold q (rare: out of _tab_has's inlined path)."""
+    cdef Py_ssize_t lo = 0, hi = t.n_over, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if t.over[mid] < q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < t.n_over and t.over[lo] == q
 
 
 cdef int _tab_open(Tab* t, object keys, object over, int shift) except -1:
@@ -1375,6 +1379,10 @@ cdef int _tab_open(Tab* t, object keys, object over, int shift) except -1:
     t.n_over = o.shape[0]
     t.over = &o[0] if t.n_over else NULL
     return 0
+
+
+cdef const int64_t[::1] _ints(a):
+    return np.ascontiguousarray(a, np.int64)
 
 
 cdef struct HI:
@@ -1429,12 +1437,44 @@ cdef int _radix_sort(HI* a, HI* tmp, Py_ssize_t m) except -1 nogil:
     return 0
 
 
-cdef int _cmp_hi(const void* a, const void* b) noexcept nogil:
-    cdef const HI* x = <const HI*> a
-    cdef const HI* y = <const HI*> b
-    if x.h != y.h:
-        return (x.h > y.h) - (x.h < y.h)
-    return (x.i > y.i) - (x.i < y.i)
+cdef int _sort_by_hash(HI* a, HI* tmp, Py_ssize_t m) except -1:
+    """a sorted by h, stably, as _radix_sort sorts it, in about two passes: the keys spread into
+    buckets by their top bits (hashes: about one a bucket), each bucket then sorted by insertion, or
+    by _radix_sort where many keys share their top bits (small values: short shingles' hashes)."""
+    cdef int bits = 1
+    while bits < 16 and (<Py_ssize_t> 1 << (bits + 1)) <= m:
+        bits += 1
+    cdef Py_ssize_t nb = <Py_ssize_t> 1 << bits, i, j, b, lo, hi
+    cdef int shift = 64 - bits
+    cdef Py_ssize_t* start = <Py_ssize_t*> calloc(2 * nb + 1, sizeof(Py_ssize_t))
+    cdef Py_ssize_t* at = start + nb + 1
+    cdef HI x
+    if start == NULL:
+        raise MemoryError()
+    for i in range(m):
+        start[(a[i].h >> shift) + 1] += 1
+    for b in range(nb):
+        start[b + 1] += start[b]
+        at[b] = start[b]
+    for i in range(m):
+        b = a[i].h >> shift
+        tmp[at[b]] = a[i]
+        at[b] += 1
+    for b in range(nb):
+        lo, hi = start[b], start[b + 1]
+        if hi - lo > 32:
+            _radix_sort(tmp + lo, a + lo, hi - lo)
+            continue
+        for i in range(lo + 1, hi):
+            x = tmp[i]
+            j = i
+            while j > lo and tmp[j - 1].h > x.h:
+                tmp[j] = tmp[j - 1]
+                j -= 1
+            tmp[j] = x
+    memcpy(a, tmp, m * sizeof(HI))
+    free(start)
+    return 0
 
 
 def lookup(q, tables):
@@ -1486,15 +1526,14 @@ def insert(keys, fill, q):
 
 def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold, lines, Py_ssize_t width):
     """_fast/tally.tally_round with the store's tables: (distinct,
-    in_young, known, new, new_shingles, sizes) as its Tally holds them."""
+    in_young, known, new, sizes, results) as its Tally holds them."""
     cdef const uint64_t[::1] sh = shingles
-    cdef const int64_t[::1] cn = np.ascontiguousarray(counts, np.int64)
+    cdef const int64_t[::1] cn = _ints(counts), ow = _ints(owner)
     cdef const uint8_t[::1] sn = np.ascontiguousarray(seen, np.bool_).view(np.uint8)
-    cdef const int64_t[::1] ow = np.ascontiguousarray(owner, np.int64)
     cdef const int64_t[::1] ln
     cdef bint has_lines = lines is not None
     if has_lines:
-        ln = np.ascontiguousarray(lines, np.int64)
+        ln = _ints(lines)
     cdef Py_ssize_t n = cn.shape[0], w, i, j, m = 0, k, g, nd = 0, at
     cdef Tab young, old
     _tab_open(&young, tables[0], tables[1], tables[2])
@@ -1510,15 +1549,15 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
     cdef int64_t* last_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
     cdef int64_t* known_w = <int64_t*> malloc((n + 1) * sizeof(int64_t))
     cdef int64_t* last_r = <int64_t*> malloc((nv + 1) * sizeof(int64_t))
+    cdef int64_t* per_r = <int64_t*> calloc(5 * (nv + 1), sizeof(int64_t))   # per result: Tally.results
     if order == NULL or win == NULL or line == NULL or known_at == NULL or last_w == NULL or known_w == NULL \
-            or last_r == NULL or tmp == NULL or grp == NULL:
+            or last_r == NULL or tmp == NULL or grp == NULL or per_r == NULL:
         free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
-        free(tmp); free(grp)
+        free(tmp); free(grp); free(per_r)
         raise MemoryError()
     sizes_arr = np.zeros(n, np.intp)
     new_arr = np.zeros(n, np.bool_)
-    new_sh_arr = np.zeros(nv, np.intp)
-    cdef int64_t[::1] sizes = sizes_arr, new_sh = new_sh_arr
+    cdef int64_t[::1] sizes = sizes_arr
     cdef uint8_t[::1] new = new_arr.view(np.uint8)
     cdef uint64_t h
     cdef bint kn, iy
@@ -1541,7 +1580,7 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
                 m += 1
                 at += 1
         if m:
-            _radix_sort(order, tmp, m)
+            _sort_by_hash(order, tmp, m)
         for w in range(n):
             last_w[w] = -1
             known_w[w] = 0
@@ -1581,7 +1620,7 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
             if last_r[j] != g:               # ... and in this result
                 last_r[j] = g
                 if not kn:
-                    new_sh[j] += 1
+                    per_r[5 * j + 3] += 1
         for w in range(n):
             new[w] = known_w[w] < threshold * sizes[w]
         if has_lines and m:
@@ -1605,10 +1644,58 @@ def tally(shingles, counts, seen, owner, Py_ssize_t nv, tables, double threshold
                 if (i + 1 == m or win[i + 1] != win[i] or line[i + 1] != line[i]) \
                         and i - seg_start + 1 >= 2 and seg_unknown == i - seg_start + 1:
                     new[win[i]] = 1
+        for w in range(n):                   # each result's windows, judged shingles, new windows, largest new
+            j = 5 * ow[w]
+            per_r[j] += 1
+            per_r[j + 1] += cn[w]
+            if new[w] and not sn[w]:
+                per_r[j + 2] += 1
+                if sizes[w] > per_r[j + 4]:
+                    per_r[j + 4] = sizes[w]
+        results = [(per_r[j], per_r[j + 1], per_r[j + 2], per_r[j + 3], per_r[j + 4]) for j in range(0, 5 * nv, 5)]
     finally:
         free(order); free(win); free(line); free(known_at); free(last_w); free(known_w); free(last_r)
-        free(tmp); free(grp)
-    return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, new_sh_arr.tolist(), sizes_arr
+        free(tmp); free(grp); free(per_r)
+    return distinct_arr[:nd], iy_arr[:nd], kn_arr[:nd], new_arr, sizes_arr, results
+
+
+def windows(first, size, unit, counts, offsets, sh_first, mixed, bint per_line):
+    """What fingerprints.windows_of makes of _shingled's lines, nothing excluded, in one call:
+    (win_unit, win_counts, win_open, fps) of the windows. Spans are the lines (per_line) or each
+    unit's lines together; a long span is cut by `cut`; a window's fingerprint is its shingles'
+    mixed sum (as np.add.reduceat sums it), 0 read as 1."""
+    cdef const int64_t[::1] fl = _ints(first), sz = _ints(size), un = _ints(unit), cn = _ints(counts), of = _ints(offsets)
+    cdef const uint64_t[::1] mx = np.ascontiguousarray(mixed, np.uint64)
+    cdef Py_ssize_t n = fl.shape[0], total = mx.shape[0], k, s = -1, w, nw, end
+    cdef bint long_span = False
+    cdef uint64_t h
+    sf_arr, ss_arr, wu_arr, wc_arr, wo_arr = (np.empty(n, np.int64) for _ in range(5))
+    cdef int64_t[::1] sf = sf_arr, ss = ss_arr, wu = wu_arr, wc = wc_arr, wo = wo_arr
+    for k in range(n):                       # the spans
+        if per_line or k == 0 or un[k] != un[k - 1]:
+            s += 1
+            sf[s], ss[s], wu[s], wc[s], wo[s] = fl[k], sz[k], un[k], cn[k], of[k]
+        else:
+            ss[s] += sz[k]
+            wc[s] += cn[k]
+        long_span |= ss[s] > 2 * WINDOW_MIN
+    s += 1
+    win_unit, win_counts, win_open = wu_arr[:s], wc_arr[:s], wo_arr[:s]
+    if long_span:
+        got = cut(sf_arr[:s], ss_arr[:s], win_unit, win_counts, win_open, sh_first, mixed)
+        if got is not None:
+            win_unit, win_counts, win_open = got
+    cdef const int64_t[::1] opens = np.ascontiguousarray(win_open, np.int64)
+    nw = opens.shape[0]
+    fps_arr = np.empty(nw, np.uint64)
+    cdef uint64_t[::1] fps = fps_arr
+    for w in range(nw):
+        end = opens[w + 1] if w + 1 < nw else total
+        h = mx[opens[w]]
+        for k in range(opens[w] + 1, end):
+            h += mx[k]
+        fps[w] = h if h else 1
+    return win_unit, win_counts, win_open, fps_arr
 
 
 # -------------------------------------------------------------- ocr noise ---

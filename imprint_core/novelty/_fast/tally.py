@@ -4,7 +4,9 @@ counting window by window with Python sets.
 Quarantined speed-up. What is counted (rule.py states the rule): for each
 window not seen before, how many of its distinct shingles the store holds
 (it is new below `threshold` times its distinct shingles); for each result,
-how many distinct shingles of its unseen windows the store does not hold.
+how many distinct shingles of its unseen windows the store does not hold,
+and the rest of what its verdict counts (Tally.results), so that a round's
+verdicts are filled from one call.
 Here a stable sort brings equal fingerprints together with their windows
 (and so their results) still in order, every distinct fingerprint of the
 round is looked up once, and bincounts do the per-window and per-result sums.
@@ -33,8 +35,11 @@ class Tally(NamedTuple):
     in_young: np.ndarray     # ... which the store's young generation holds
     known: np.ndarray        # ... which the store holds
     new: np.ndarray          # per window: new by containment (seen windows not yet excluded)
-    new_shingles: list[int]  # per result: its distinct shingles the store does not hold
     sizes: np.ndarray        # per window: its distinct shingles (0 for a seen window)
+    # Per result, what its rule.EvidenceVerdict counts: (paragraphs: its windows; shingles: their judged
+    # shingles, window by window; new_paragraphs: its windows not seen and new; new_shingles: the distinct
+    # shingles of its unseen windows that the store does not hold; largest_new: its largest new window's size).
+    results: list[tuple[int, int, int, int, int]]
 
 
 def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
@@ -44,7 +49,7 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
     nothing); owner: the result of each window; lookup: the store's;
     lines: the line of each shingle, for new passages (rule.py)."""
     n, nv = counts.size, n_results
-    sh = shingles
+    sh, all_counts = shingles, counts
     if seen.any():
         keep = (~seen).repeat(counts)
         sh = sh[keep]
@@ -90,7 +95,18 @@ def tally_round(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owne
         known_at[order] = known_sorted
     if lines is not None and sh.size:
         new |= new_passages(~known_at, lines, counts, width)
-    return Tally(distinct, in_young, known, new, new_shingles, sizes)
+    return Tally(distinct, in_young, known, new, sizes,
+                 per_result(new & ~seen, sizes, all_counts, owner, nv, new_shingles))
+
+
+def per_result(new: np.ndarray, sizes: np.ndarray, counts: np.ndarray, owner: np.ndarray, n_results: int,
+               new_shingles: list[int]) -> list[tuple[int, int, int, int, int]]:
+    """Tally.results, from the windows' counts (new: new and not seen)."""
+    largest = np.zeros(n_results, np.intp)
+    np.maximum.at(largest, owner[new], sizes[new])
+    return list(zip(np.bincount(owner, minlength=n_results).tolist(),
+                    np.bincount(owner, weights=counts, minlength=n_results).astype(np.intp).tolist(),
+                    np.bincount(owner[new], minlength=n_results).tolist(), new_shingles, largest.tolist()))
 
 
 def tally_store(shingles: np.ndarray, counts: np.ndarray, seen: np.ndarray, owner: np.ndarray, n_results: int,
