@@ -38,9 +38,22 @@ cdef inline uint64_t _inverse(uint64_t a) nogil:
     return x
 
 
+cdef uint64_t _P2 = _P * _P
+DEF _GAPS = 64
+cdef uint64_t _P_INV_POW[_GAPS]      # P**-g for the gaps g between words' starts (a longer gap in steps)
+_P_INV_POW[0] = 1
+for _g in range(1, _GAPS):
+    _P_INV_POW[_g] = _P_INV_POW[_g - 1] * _inverse(_P)
+
+
 cdef inline bint _ascii_space(uint8_t c) nogil:
     # What str.split() splits on below U+0080, but the newline (a line break here).
     return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+
+
+cdef bint _ASCII_IN_WORD[256]    # an ASCII character that is no whitespace (str.split) and no newline
+for _c in range(256):
+    _ASCII_IN_WORD[_c] = _c < 0x80 and _c != 10 and not _ascii_space(_c)
 
 
 cdef inline int _utf8_space(const uint8_t* s, Py_ssize_t i, Py_ssize_t n, int* length) nogil:
@@ -76,7 +89,7 @@ def shingled(list units, int width):
     if out == NULL or bounds == NULL or first == NULL or line_unit == NULL:
         free(out); free(bounds); free(first); free(line_unit)
         raise MemoryError()
-    cdef Py_ssize_t olen = 0, nw = 0, nl = 0, line_words, unit_start
+    cdef Py_ssize_t olen = 0, nw = 0, nl = 0, line_words, unit_start, j
     cdef bint in_word, unit_words, any_words = False
     cdef const uint8_t* s
     cdef uint8_t c
@@ -124,10 +137,12 @@ def shingled(list units, int width):
                     nw += 1
                     line_words += 1
                     in_word = any_words = True
-                if length == 1:              # most characters: no call to copy one byte
-                    out[olen] = c
-                else:
-                    memcpy(out + olen, s + i, length)
+                if length == 1:              # the rest of a run of ASCII word characters, copied at once
+                    j = i + 1
+                    while j < n and _ASCII_IN_WORD[s[j]]:
+                        j += 1
+                    length = j - i
+                memcpy(out + olen, s + i, length)
                 olen += length
                 i += length
             if unit_words:
@@ -177,19 +192,29 @@ cdef object _finish(uint8_t* out, Py_ssize_t olen, int64_t* bounds, Py_ssize_t n
     if prefix == NULL or inv_at == NULL:
         free(prefix); free(inv_at)
         raise MemoryError()
-    cdef uint64_t p = 1, acc = 0, ip = 1, p_inv = _inverse(_P), x, hh
-    cdef Py_ssize_t t
+    cdef uint64_t p = 1, p1 = _P, acc = 0, ip = 1, x, hh
+    cdef Py_ssize_t t, at = 0, gap
     try:
-        w = 0
         prefix[0] = 0
-        for t in range(olen):
-            if w < nw and bounds[w] + 1 == t:
-                inv_at[w] = ip
-                w += 1
+        t = 0
+        while t + 1 < olen:          # two bytes a step: the powers in two chains that do not wait on each other
             acc += (<uint64_t> out[t] + 1) * p
             prefix[t + 1] = acc
-            p *= _P
-            ip *= p_inv
+            acc += (<uint64_t> out[t + 1] + 1) * p1
+            prefix[t + 2] = acc
+            p *= _P2
+            p1 *= _P2
+            t += 2
+        if t < olen:
+            acc += (<uint64_t> out[t] + 1) * p
+            prefix[t + 1] = acc
+        for w in range(nw):           # P**-start, from the last word's by the gap between them
+            gap = bounds[w] + 1 - at
+            at += gap
+            while gap >= _GAPS:
+                ip *= _P_INV_POW[_GAPS - 1]
+                gap -= _GAPS - 1
+            inv_at[w] = ip = ip * _P_INV_POW[gap]
         pos = 0
         for li in range(nl):
             f = fv[li]
