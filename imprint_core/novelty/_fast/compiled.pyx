@@ -14,7 +14,7 @@ headers.
 """
 from libc.stdint cimport uint64_t, int64_t, uint8_t
 from libc.stdlib cimport malloc, free
-from libc.string cimport memchr, memcpy, memset
+from libc.string cimport memcpy, memset, strlen
 
 import numpy as np
 
@@ -38,9 +38,22 @@ cdef inline uint64_t _inverse(uint64_t a) nogil:
     return x
 
 
+cdef uint64_t _P2 = _P * _P
+DEF _GAPS = 64
+cdef uint64_t _P_INV_POW[_GAPS]      # P**-g for the gaps g between words' starts (a longer gap in steps)
+_P_INV_POW[0] = 1
+for _g in range(1, _GAPS):
+    _P_INV_POW[_g] = _P_INV_POW[_g - 1] * _inverse(_P)
+
+
 cdef inline bint _ascii_space(uint8_t c) nogil:
     # What str.split() splits on below U+0080, but the newline (a line break here).
     return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+
+
+cdef bint _ASCII_IN_WORD[256]    # an ASCII character that is no whitespace (str.split) and no newline
+for _c in range(256):
+    _ASCII_IN_WORD[_c] = _c < 0x80 and _c != 10 and not _ascii_space(_c)
 
 
 cdef inline int _utf8_space(const uint8_t* s, Py_ssize_t i, Py_ssize_t n, int* length) nogil:
@@ -76,7 +89,7 @@ def shingled(list units, int width):
     if out == NULL or bounds == NULL or first == NULL or line_unit == NULL:
         free(out); free(bounds); free(first); free(line_unit)
         raise MemoryError()
-    cdef Py_ssize_t olen = 0, nw = 0, nl = 0, line_words, unit_start
+    cdef Py_ssize_t olen = 0, nw = 0, nl = 0, line_words, unit_start, j
     cdef bint in_word, unit_words, any_words = False
     cdef const uint8_t* s
     cdef uint8_t c
@@ -124,10 +137,12 @@ def shingled(list units, int width):
                     nw += 1
                     line_words += 1
                     in_word = any_words = True
-                if length == 1:              # most characters: no call to copy one byte
-                    out[olen] = c
-                else:
-                    memcpy(out + olen, s + i, length)
+                if length == 1:              # the rest of a run of ASCII word characters, copied at once
+                    j = i + 1
+                    while j < n and _ASCII_IN_WORD[s[j]]:
+                        j += 1
+                    length = j - i
+                memcpy(out + olen, s + i, length)
                 olen += length
                 i += length
             if unit_words:
@@ -177,19 +192,29 @@ cdef object _finish(uint8_t* out, Py_ssize_t olen, int64_t* bounds, Py_ssize_t n
     if prefix == NULL or inv_at == NULL:
         free(prefix); free(inv_at)
         raise MemoryError()
-    cdef uint64_t p = 1, acc = 0, ip = 1, p_inv = _inverse(_P), x, hh
-    cdef Py_ssize_t t
+    cdef uint64_t p = 1, p1 = _P, acc = 0, ip = 1, x, hh
+    cdef Py_ssize_t t, at = 0, gap
     try:
-        w = 0
         prefix[0] = 0
-        for t in range(olen):
-            if w < nw and bounds[w] + 1 == t:
-                inv_at[w] = ip
-                w += 1
+        t = 0
+        while t + 1 < olen:          # two bytes a step: the powers in two chains that do not wait on each other
             acc += (<uint64_t> out[t] + 1) * p
             prefix[t + 1] = acc
-            p *= _P
-            ip *= p_inv
+            acc += (<uint64_t> out[t + 1] + 1) * p1
+            prefix[t + 2] = acc
+            p *= _P2
+            p1 *= _P2
+            t += 2
+        if t < olen:
+            acc += (<uint64_t> out[t] + 1) * p
+            prefix[t + 1] = acc
+        for w in range(nw):           # P**-start, from the last word's by the gap between them
+            gap = bounds[w] + 1 - at
+            at += gap
+            while gap >= _GAPS:
+                ip *= _P_INV_POW[_GAPS - 1]
+                gap -= _GAPS - 1
+            inv_at[w] = ip = ip * _P_INV_POW[gap]
         pos = 0
         for li in range(nl):
             f = fv[li]
@@ -303,15 +328,89 @@ cdef extern from "Python.h":
 
 from libc.stdlib cimport realloc, qsort
 
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* A bit for each of the 16 places from b on where a letter a-z stands and no ASCII word character
+       ([0-9A-Za-z_]) before it: where a listed word can start (compiled.pyx's _word_starts); b[-1] is read. */
+    static inline unsigned imprint_lower_starts16(const unsigned char* b) {
+    #if defined(__SSE2__)
+    #define IMPRINT_IN(v, lo, hi) _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((lo) - 1)), \
+                                                _mm_cmplt_epi8(v, _mm_set1_epi8((hi) + 1)))
+        __m128i x = _mm_loadu_si128((const __m128i*) b);
+        __m128i p = _mm_loadu_si128((const __m128i*) (b - 1));
+        __m128i word = _mm_or_si128(_mm_or_si128(IMPRINT_IN(p, '0', '9'), IMPRINT_IN(p, 'A', 'Z')),
+                                    _mm_or_si128(IMPRINT_IN(p, 'a', 'z'), _mm_cmpeq_epi8(p, _mm_set1_epi8('_'))));
+        return (unsigned) _mm_movemask_epi8(_mm_andnot_si128(word, IMPRINT_IN(x, 'a', 'z')));
+    #undef IMPRINT_IN
+    #else
+        unsigned m = 0;
+        int k;
+        for (k = 0; k < 16; k++) {
+            unsigned char c = b[k], q = b[k - 1];
+            int word = (q >= '0' && q <= '9') || (q >= 'A' && q <= 'Z') || (q >= 'a' && q <= 'z') || q == '_';
+            m |= (unsigned) (c >= 'a' && c <= 'z' && !word) << k;
+        }
+        return m;
+    #endif
+    }
+    /* A bit for each of the 16 places from b on that holds c. */
+    static inline unsigned imprint_eq16(const unsigned char* b, unsigned char c) {
+    #if defined(__SSE2__)
+        return (unsigned) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*) b),
+                                                           _mm_set1_epi8((char) c)));
+    #else
+        unsigned m = 0;
+        int k;
+        for (k = 0; k < 16; k++)
+            m |= (unsigned) (b[k] == c) << k;
+        return m;
+    #endif
+    }
+    /* A bit for each of the 16 places from b on that holds an ASCII digit. */
+    static inline unsigned imprint_digit16(const unsigned char* b) {
+    #if defined(__SSE2__)
+        __m128i x = _mm_loadu_si128((const __m128i*) b);
+        return (unsigned) _mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
+                                                          _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1))));
+    #else
+        unsigned m = 0;
+        int k;
+        for (k = 0; k < 16; k++)
+            m |= (unsigned) (b[k] >= '0' && b[k] <= '9') << k;
+        return m;
+    #endif
+    }
+    static inline int imprint_ctz(unsigned m) {
+    #if defined(__GNUC__)
+        return __builtin_ctz(m);
+    #else
+        int k = 0;
+        while (!(m & 1u)) { m >>= 1; k++; }
+        return k;
+    #endif
+    }
+    """
+    unsigned imprint_lower_starts16(const uint8_t* b) nogil
+    int imprint_ctz(unsigned m) nogil
+    unsigned imprint_eq16(const uint8_t* b, uint8_t c) nogil
+    unsigned imprint_digit16(const uint8_t* b) nogil
+
 
 cdef struct Text:
     const uint8_t* b      # one byte a character: ASCII as itself, any other as a byte >= 0x80 (which nothing
                           # looks for), PAD zero bytes before and after
     Py_ssize_t n
-    uint8_t* owned        # the allocation b lies in
-    int64_t* words        # where a listed word could start (_word_starts), once asked for
-    int64_t* places       # scratch: the places a finder looks at (_places)
+    uint8_t* owned        # the allocation b lies in (room for owned_cap characters and the PADs)
+    Py_ssize_t owned_cap
+    int64_t* words        # where a listed word starts, shifted left 4, with the bits of its lists (_word_starts),
+                          # once asked for
     Py_ssize_t n_words
+    Py_ssize_t words_cap
+    int64_t* places       # scratch: the places a finder looks at (_places), room for places_cap
+    Py_ssize_t places_cap
 
 
 cdef uint8_t _CLASS[256]      # 1: an ASCII digit, 2: [0-9a-f]
@@ -335,19 +434,33 @@ cdef inline uint8_t C(Text* t, Py_ssize_t i) noexcept nogil:
 
 
 cdef int _open(Text* t, str text) except -1:
+    t.words = NULL
+    t.n_words = -1
+    t.words_cap = 0
+    t.places = NULL
+    t.places_cap = 0
+    t.owned = NULL
+    t.owned_cap = -1
+    return _load(t, text)
+
+
+cdef int _load(Text* t, str text) except -1:
+    """t.b: text's characters (into the allocation t already has, where they fit: a table's masks mostly
+    shorten a text, and a new allocation per mask costs more than the copy)."""
     cdef int kind = PyUnicode_KIND(text)
     cdef void* data = PyUnicode_DATA(text)
     cdef Py_ssize_t i, n = len(text)
     cdef Py_UCS4 c
     cdef uint8_t* b
     t.n = n
-    t.words = NULL
-    t.places = NULL
-    t.n_words = -1
-    t.owned = <uint8_t*> malloc(n + 2 * PAD)
-    if t.owned == NULL:
-        raise MemoryError()
-    memset(t.owned, 0, PAD)
+    if n > t.owned_cap:
+        free(t.owned)
+        t.owned = <uint8_t*> malloc(n + 2 * PAD)
+        if t.owned == NULL:
+            t.owned_cap = -1
+            raise MemoryError()
+        t.owned_cap = n
+        memset(t.owned, 0, PAD)
     memset(t.owned + PAD + n, 0, PAD)
     b = t.owned + PAD
     if kind == 1:
@@ -433,17 +546,20 @@ cdef void _sort(Vec* v) noexcept nogil:
     v.n = k
 
 
-cdef inline Py_ssize_t _next(Text* t, Py_ssize_t i, const char* lit) noexcept nogil:
-    """Where the ASCII literal next occurs from i on (-1: nowhere)."""
-    cdef const uint8_t* hit
-    while i < t.n:
-        hit = <const uint8_t*> memchr(t.b + i, <uint8_t> lit[0], t.n - i)
-        if hit == NULL:
-            return -1
-        i = hit - t.b
-        if AT(t, i, lit):
-            return i
-        i += 1
+cdef inline Py_ssize_t _next(Text* t, Py_ssize_t i, const char* lit, Py_ssize_t at=0) noexcept nogil:
+    """Where the ASCII literal next occurs from i on (-1: nowhere), looking for its character at `at` (the
+    rarest: each is looked at)."""
+    cdef Py_ssize_t j
+    cdef unsigned m
+    i += at
+    while i < t.n:                      # 16 places at a time; past the end lie the PAD's zeros, no literal's
+        m = imprint_eq16(t.b + i, <uint8_t> lit[at])
+        while m:
+            j = i + imprint_ctz(m)
+            m &= m - 1
+            if AT(t, j - at, lit):
+                return j - at
+        i += 16
     return -1
 
 
@@ -453,45 +569,65 @@ for _c in range(256):
 
 
 cdef int _word_starts(Text* t) except -1:
-    """t.words: every i where one of the listed words (months, weekdays, scores, relative days) could
-    start: its first two characters open one (_PAIRS), and no ASCII word character stands before it.
-    (Each of those patterns opens with \b before a letter; a character above U+007F before it may or
-    may not be a word character, so that place is kept.) Found once for all the finders that ask."""
-    cdef Py_ssize_t i, k = 0, n = t.n
-    cdef const uint8_t* b = t.b
+    """t.words: every i where one of the listed words (months, weekdays, scores, relative days) starts
+    and no ASCII word character stands before it, as i << 4 | the bits of the lists that hold such a word
+    (_word_bits). (Each of those patterns opens with \b before a letter; a character above U+007F before
+    it may or may not be a word character, so that place is kept.) Found once for all the finders that ask."""
+    cdef Py_ssize_t i = 0, j, n = t.n
+    cdef unsigned m
+    cdef uint8_t bits
     if t.n_words >= 0:
         return 0
-    t.words = <int64_t*> malloc((n + 1) * sizeof(int64_t))
-    if t.words == NULL:
-        raise MemoryError()
-    for i in range(n - 1):                  # without a branch: word boundaries come too irregularly to guess
-        t.words[k] = i
-        k += (_ASCII_WORD[b[i - 1]] ^ 1) & (_PAIRS[b[i] << 8 | b[i + 1]] != 0)
-    t.n_words = k
+    t.n_words = 0
+    while i < n:                            # (the 16 read from i lie in the PAD past the end)
+        m = imprint_lower_starts16(t.b + i)
+        while m:
+            j = i + imprint_ctz(m)
+            m &= m - 1
+            bits = _word_bits(t.b, j)
+            if bits:
+                _word_add(t, j << 4 | bits)
+        i += 16
+    return 0
+
+
+cdef int _word_add(Text* t, int64_t w) except -1:
+    cdef int64_t* grown
+    if t.n_words == t.words_cap:
+        t.words_cap = 2 * t.words_cap + 64
+        grown = <int64_t*> realloc(t.words, t.words_cap * sizeof(int64_t))
+        if grown == NULL:
+            raise MemoryError()
+        t.words = grown
+    t.words[t.n_words] = w
+    t.n_words += 1
     return 0
 
 
 cdef Py_ssize_t _places(Text* t, uint8_t ch, Py_ssize_t off, Py_ssize_t end) except -1:
     """Each i in [0, end) with ch at i + off, ascending, into t.places (how many): the only places a finder
-    that looks for ch there need look (found with memchr instead of a look at every place)."""
-    cdef const uint8_t* hit
-    cdef Py_ssize_t j = off, i, k = 0
-    if t.places == NULL:
+    that looks for ch there need look (found 16 places at a time instead of a look at every place)."""
+    cdef Py_ssize_t j = off, i, k = 0, x
+    cdef unsigned m
+    if t.places_cap < t.n + 2:
+        free(t.places)
         t.places = <int64_t*> malloc((t.n + 2) * sizeof(int64_t))
         if t.places == NULL:
+            t.places_cap = 0
             raise MemoryError()
-    while j < t.n:
-        hit = <const uint8_t*> memchr(t.b + j, ch, t.n - j)
-        if hit == NULL:
-            break
-        j = hit - t.b
-        i = j - off
-        if i >= end:
-            break
-        if i >= 0:
-            t.places[k] = i
-            k += 1
-        j += 1
+        t.places_cap = t.n + 2
+    while j < t.n:                      # 16 places at a time, as _next
+        m = imprint_eq16(t.b + j, ch)
+        while m:
+            x = j + imprint_ctz(m)
+            m &= m - 1
+            i = x - off
+            if i >= end:
+                return k
+            if i >= 0:
+                t.places[k] = i
+                k += 1
+        j += 16
     return k
 
 
@@ -500,10 +636,11 @@ cdef bint _has(Text* t, const char* lit):
 
 
 cdef bint _has_digit(Text* t):
-    cdef Py_ssize_t i
-    for i in range(t.n):
-        if D(t, i):
+    cdef Py_ssize_t i = 0
+    while i < t.n:
+        if imprint_digit16(t.b + i):
             return 1
+        i += 16
     return 0
 
 
@@ -525,9 +662,11 @@ cdef const char* _RELATIVE[4]
 _RELATIVE[:] = [b"yesterday", b"today", b"tomorrow", b"just now"]
 
 
-# Per pair of characters: which lists hold a word that starts with it (a bit per list), so that
-# most positions are passed over after one look.
-cdef uint8_t _PAIRS[65536]
+# Per three letters a-z: which lists hold a word that starts with them (a bit per list), so that
+# most positions are passed over after one look; a list with a word longer than three letters (_LONG) is
+# then read in full.
+cdef uint8_t _TRIPLES[26 * 26 * 26]
+cdef uint8_t _LONG = 0
 cdef enum:
     B_MONTH = 1
     B_WEEKDAY = 2
@@ -535,29 +674,68 @@ cdef enum:
     B_RELATIVE = 8
 
 
+cdef inline Py_ssize_t _triple(const uint8_t* b) noexcept nogil:
+    """The index in _TRIPLES of the three letters from b on, or -1 where one is no letter a-z."""
+    cdef unsigned c0 = b[0] - 97u, c1 = b[1] - 97u, c2 = b[2] - 97u
+    if c0 >= 26 or c1 >= 26 or c2 >= 26:
+        return -1
+    return (c0 * 26 + c1) * 26 + c2
+
+
 cdef void _mark(const char** words, int k, uint8_t bit) noexcept:
+    global _LONG
     cdef int j
     for j in range(k):
-        _PAIRS[(<uint8_t> words[j][0]) << 8 | <uint8_t> words[j][1]] |= bit
+        _TRIPLES[_triple(<const uint8_t*> words[j])] |= bit      # (every listed word opens with three letters)
+        if strlen(words[j]) > 3:
+            _LONG |= bit
 
 
-cdef inline bint _any_at(Text* t, Py_ssize_t i, const char** words, int k, uint8_t bit) noexcept nogil:
+cdef inline bint _lit(const uint8_t* b, const char* lit) noexcept nogil:
+    """Whether b starts with the ASCII literal (b lies in a Text: a zero byte ends its characters)."""
+    cdef Py_ssize_t j = 0
+    while lit[j]:
+        if b[j] != <uint8_t> lit[j]:
+            return 0
+        j += 1
+    return 1
+
+
+cdef inline bint _one_of(const uint8_t* b, const char** words, int k) noexcept nogil:
     cdef int j
-    if i + 1 >= t.n or not (_PAIRS[t.b[i] << 8 | t.b[i + 1]] & bit):
-        return 0
     for j in range(k):
-        if AT(t, i, words[j]):
+        if _lit(b, words[j]):
             return 1
     return 0
 
 
+cdef inline uint8_t _word_bits(const uint8_t* b, Py_ssize_t i) noexcept nogil:
+    """The bits of the lists that hold a word starting at i, where no ASCII word character stands before i
+    (0 elsewhere). It reads b[i - 1] to b[i + _LONGEST - 1]: _reopen looks again where an edit touches those."""
+    cdef Py_ssize_t x = _triple(b + i)
+    cdef uint8_t bits
+    if x < 0:
+        return 0
+    bits = _TRIPLES[x]
+    if bits == 0 or _ASCII_WORD[b[i - 1]]:
+        return 0
+    if bits & _LONG:
+        if bits & _LONG & B_MONTH and not _one_of(b + i, _MONTHS, 12):
+            bits &= ~B_MONTH
+        if bits & _LONG & B_WEEKDAY and not _one_of(b + i, _WEEKDAYS, 7):
+            bits &= ~B_WEEKDAY
+        if bits & _LONG & B_SCORE and not _one_of(b + i, _SCORES, 7):
+            bits &= ~B_SCORE
+        if bits & _LONG & B_RELATIVE and not _one_of(b + i, _RELATIVE, 4):
+            bits &= ~B_RELATIVE
+    return bits
+
+
 cdef bint _month_then(Text* t, Py_ssize_t q, int max_spaces):
-    """A month prefix at q, then the rest of its letters, ".", one to max_spaces spaces and a digit: how a
+    """After a month prefix at q, the rest of its letters, ".", one to max_spaces spaces and a digit: how a
     date with a month name goes on (the name ends where its run of letters does, or a space could not follow)."""
     cdef Py_ssize_t r = q + 3
     cdef int sp = 0
-    if not _any_at(t, q, _MONTHS, 12, B_MONTH):
-        return 0
     while LOW(t, r):
         r += 1
     if C(t, r) == 46:
@@ -572,6 +750,17 @@ _mark(_MONTHS, 12, B_MONTH)
 _mark(_WEEKDAYS, 7, B_WEEKDAY)
 _mark(_SCORES, 7, B_SCORE)
 _mark(_RELATIVE, 4, B_RELATIVE)
+
+
+cdef Py_ssize_t _longest(const char** words, int k, Py_ssize_t longest) noexcept:
+    cdef int j
+    for j in range(k):
+        if <Py_ssize_t> strlen(words[j]) > longest:
+            longest = strlen(words[j])
+    return longest
+
+
+cdef Py_ssize_t _LONGEST = _longest(_RELATIVE, 4, _longest(_SCORES, 7, _longest(_WEEKDAYS, 7, _longest(_MONTHS, 12, 0))))
 
 
 cdef enum:
@@ -593,10 +782,13 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
     if fid == F_URL:
         if not _has(t, b"://") or not (_has(t, b"?") or _has(t, b"#")):
             return 0
-        i = _next(t, 0, b"http")
+        i = _next(t, 0, b"://")                # (rarer than "http"): the "http" or "https" before it
         while i >= 0:
-            _push(v, i)
-            i = _next(t, i + 1, b"http")
+            if AT(t, i - 5, b"https"):
+                _push(v, i - 5)
+            if AT(t, i - 4, b"http"):
+                _push(v, i - 4)
+            i = _next(t, i + 1, b"://")
     elif fid == F_UUID:                    # from each "-": the one at i + 8
         for q in range(_places(t, 45, 8, n - 35)):
             i = t.places[q]
@@ -631,8 +823,8 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
             return 0
         _word_starts(t)
         for j in range(t.n_words):
-            i = t.words[j]
-            if _any_at(t, i, _WEEKDAYS, 7, B_WEEKDAY):
+            i = t.words[j] >> 4
+            if t.words[j] & B_WEEKDAY:
                 # The name ends where its letters do; then \.?,?[ \t]+ must follow.
                 u = i + 3
                 while LOW(t, u):
@@ -649,11 +841,23 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
             if C(t, i + 4) == 45 and C(t, i + 7) == 45 and _digits_at(t, i, 4) and _digits_at(t, i + 5, 2) \
                     and _digits_at(t, i + 8, 2):
                 _push(v, i)
-    elif fid == F_ISO_BASIC:
-        for q in range(_places(t, 116, 8, n - 12)):
-            i = t.places[q]
-            if C(t, i + 8) == 116 and _digits_at(t, i, 8) and _digits_at(t, i + 9, 4):
-                _push(v, i)
+    elif fid == F_ISO_BASIC:                 # a run of digits whose last 8 a "t" and 4 digits follow
+        i = 7                                  # (a run of 8 or more holds one of every 8th character, as above)
+        j = 0
+        while i < n:
+            if not D(t, i):
+                i += 8
+                continue
+            u = i
+            while u > j and D(t, u - 1):
+                u -= 1
+            e = i + 1
+            while D(t, e):
+                e += 1
+            if e - u >= 8 and C(t, e) == 116 and _digits_at(t, e + 1, 4):
+                _push(v, e - 8)
+            j = e
+            i = e + 8
     elif fid == F_YMD:
         for q in range(_places(t, 47, 4, n - 5)):
             i = t.places[q]
@@ -682,22 +886,23 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
             return 0
         _word_starts(t)
         for j in range(t.n_words):
-            i = t.words[j]
-            if i < n - 3 and _month_then(t, i, 1 if fid == F_MDY else 2):
+            i = t.words[j] >> 4
+            if t.words[j] & B_MONTH and i < n - 3 and _month_then(t, i, 1 if fid == F_MDY else 2):
                 _push(v, i)
     elif fid == F_DMY:
         if not _has_year(t):
             return 0
-        for q in range(_places(t, 32, 0, n)):
-            u = t.places[q]      # from each space: the one or two digits before it
-            if LOW(t, u + 1) and D(t, u - 1):
+        _word_starts(t)
+        for j in range(t.n_words):
+            u = (t.words[j] >> 4) - 1      # from each month's name after a space: the one or two digits before it
+            if t.words[j] & B_MONTH and C(t, u) == 32 and D(t, u - 1):
                 if D(t, u - 2):
                     _push(v, u - 2)
                 _push(v, u - 1)
     elif fid == F_AGO:
         i = -1
         while True:
-            i = _next(t, i + 1, b" ago")
+            i = _next(t, i + 1, b" ago", 2)      # the "g": a space is every few characters
             if i < 0:
                 break
             u = i
@@ -716,11 +921,10 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
         if fid == F_SCORE and not (_has(t, b":") or _has(t, b"=")):
             return 0
         _word_starts(t)
+        k = B_SCORE if fid == F_SCORE else B_RELATIVE
         for j in range(t.n_words):
-            i = t.words[j]
-            if fid == F_SCORE and _any_at(t, i, _SCORES, 7, B_SCORE) \
-                    or fid == F_RELATIVE and _any_at(t, i, _RELATIVE, 4, B_RELATIVE):
-                _push(v, i)
+            if t.words[j] & k:
+                _push(v, t.words[j] >> 4)
     elif fid == F_LINE_NUMBER:
         if not (_has(t, b":") or _has(t, b"|")):
             return 0
@@ -736,18 +940,26 @@ cdef int _find(int fid, Text* t, Py_ssize_t back, Vec* v) except -1:
 
 
 cdef bint _has_year(Text* t):
-    cdef Py_ssize_t i
-    for i in range(t.n - 4):
-        if C(t, i) == 32 and _digits_at(t, i + 1, 4):
+    """A space and four digits."""
+    cdef Py_ssize_t i = 0
+    cdef const uint8_t* b = t.b
+    while i < t.n:
+        if imprint_eq16(b + i, 32) & imprint_digit16(b + i + 1) & imprint_digit16(b + i + 2) \
+                & imprint_digit16(b + i + 3) & imprint_digit16(b + i + 4):
             return 1
+        i += 16
     return 0
 
 
 cdef bint _has_clock(Text* t):
-    cdef Py_ssize_t i
-    for i in range(t.n - 3):
-        if C(t, i + 1) == 58 and D(t, i) and D(t, i + 2) and D(t, i + 3):
+    """D:DD."""
+    cdef Py_ssize_t i = 0
+    cdef const uint8_t* b = t.b
+    while i < t.n:
+        if imprint_digit16(b + i) & imprint_eq16(b + i + 1, 58) & imprint_digit16(b + i + 2) \
+                & imprint_digit16(b + i + 3):
             return 1
+        i += 16
     return 0
 
 
@@ -790,6 +1002,19 @@ cdef int _held(Text* t):
     return held
 
 
+cdef int _holds(str s) except -1:
+    """What s holds of what the finders need (_HOLDS)."""
+    cdef int kind = PyUnicode_KIND(s), held = 0
+    cdef void* data = PyUnicode_DATA(s)
+    cdef Py_ssize_t k
+    cdef Py_UCS4 c
+    for k in range(len(s)):
+        c = PyUnicode_READ(kind, data, k)
+        if c < 128:
+            held |= _HOLDS[c]
+    return held
+
+
 cdef Py_ssize_t _first_hit(list finders, Py_ssize_t step, Text* t, int held, Py_ssize_t back, Vec* v) except -1:
     """The index of the first finder of `finders` from `step` on that finds a place in t (its places in v,
     ascending), or len(finders)."""
@@ -812,6 +1037,9 @@ cdef void _close(Text* t) noexcept:
     free(t.owned)
     t.words = t.places = NULL
     t.owned = NULL
+    t.n_words = -1
+    t.words_cap = t.places_cap = 0
+    t.owned_cap = -1
 
 
 def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
@@ -847,6 +1075,7 @@ def next_starts(list finders, Py_ssize_t step, str text, Py_ssize_t back):
 # says why its greedy choices need no backtracking where they need none.
 
 cdef extern from "Python.h":
+    object PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
     bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
     bint Py_UNICODE_ISDECIMAL(Py_UCS4 ch) nogil
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
@@ -1187,58 +1416,96 @@ def match_at(str name, str text, Py_ssize_t p):
     return None if e < 0 else (e, kept)
 
 
-cdef inline bint _word_start(const uint8_t* b, Py_ssize_t i) noexcept nogil:
-    # _word_starts' test at i.
-    return not _ASCII_WORD[b[i - 1]] and _PAIRS[b[i] << 8 | b[i + 1]] != 0
-
-
 cdef int _reopen(Text* t, str text, Vec* edits) except -1:
     """t opened again on `text`, the old text with `edits` made (start, end, length of what replaced it: three
     entries each, in the old text's order). The word starts, where they were found, are carried over: each
-    depends on a character and its two neighbours, so only the places next to an edit are looked at again;
-    the others move by what the edits before them added or took."""
+    depends on the character before it and the _LONGEST from it on (_word_bits), so only the places whose
+    characters an edit touches are looked at again; the others move by what the edits before them added or took."""
     cdef int64_t* old_words = t.words
-    cdef Py_ssize_t n_old = t.n_words, j = 0, k = 0, x, s, e, r, p, lo, hi, delta = 0, done = 0
-    t.words = NULL
-    free(t.places)
-    free(t.owned)
-    t.places = NULL
-    t.owned = NULL
-    _open(t, text)
+    cdef Py_ssize_t n_old = t.n_words
+    if text is not None:           # (None: t holds the edited characters already, _spliced)
+        _load(t, text)
     if n_old < 0:
         return 0
-    t.words = <int64_t*> malloc((t.n + 1) * sizeof(int64_t))
-    if t.words == NULL:
+    t.words = NULL
+    t.n_words = t.words_cap = 0
+    try:
+        _reword(t, old_words, n_old, edits)
+    finally:
         free(old_words)
-        raise MemoryError()
+    return 0
+
+
+cdef str _spliced(Text* t, Vec* edits, list reps, str same, uint8_t** spare, Py_ssize_t* spare_cap):
+    """The text of t (one byte a character: PyUnicode_1BYTE_KIND, so t.b is the text itself) with the edits
+    made, each edit's replacement `same` or, where that is None, the next of reps (each of the same kind).
+    Written straight into a Text's allocation (the spare one, which then swaps with t's), not sliced and
+    joined; t is left holding the new characters for _reopen."""
+    cdef Py_ssize_t x, n = t.n, last = 0, o = 0, s, e, r, k = 0
+    cdef uint8_t* dst
+    cdef uint8_t* old
+    cdef object piece
+    for x in range(0, edits.n, 3):
+        n += edits.at[x + 2] - (edits.at[x + 1] - edits.at[x])
+    if n > spare_cap[0]:
+        free(spare[0])
+        spare[0] = <uint8_t*> malloc(n + 2 * PAD)
+        if spare[0] == NULL:
+            spare_cap[0] = -1
+            raise MemoryError()
+        spare_cap[0] = n
+        memset(spare[0], 0, PAD)
+    dst = spare[0] + PAD
     for x in range(0, edits.n, 3):
         s, e, r = edits.at[x], edits.at[x + 1], edits.at[x + 2]
-        while j < n_old and old_words[j] <= s - 2:      # its neighbours all before the edit: moved
-            t.words[k] = old_words[j] + delta
+        memcpy(dst + o, t.b + last, s - last)
+        o += s - last
+        if same is None:
+            piece = reps[k]
             k += 1
+        else:
+            piece = same
+        memcpy(dst + o, PyUnicode_DATA(piece), r)
+        o += r
+        last = e
+    memcpy(dst + o, t.b + last, t.n - last)
+    memset(dst + n, 0, PAD)
+    old, x = t.owned, t.owned_cap
+    t.owned, t.owned_cap = spare[0], spare_cap[0]
+    spare[0], spare_cap[0] = old, x
+    t.b = dst
+    t.n = n
+    return PyUnicode_FromKindAndData(1, dst, n)       # (its kind found again: the edits may leave only ASCII)
+
+
+cdef int _reword(Text* t, int64_t* old_words, Py_ssize_t n_old, Vec* edits) except -1:
+    """_reopen's word starts: old_words carried across the edits."""
+    cdef Py_ssize_t j = 0, x, s, e, r, p, lo, hi, delta = 0, done = 0
+    cdef uint8_t bits
+    for x in range(0, edits.n, 3):
+        s, e, r = edits.at[x], edits.at[x + 1], edits.at[x + 2]
+        while j < n_old and (old_words[j] >> 4) <= s - _LONGEST:     # what it reads all before the edit: moved
+            _word_add(t, old_words[j] + (delta << 4))
             j += 1
-        lo = s - 1 + delta
+        lo = s - _LONGEST + 1 + delta
         if lo < done:
             lo = done
         if lo < 0:
             lo = 0
-        hi = s + delta + r + 1                         # the edit's text and a place on either side
+        hi = s + delta + r + 1                         # up to the edit's text and the place after it
         p = lo
         while p < hi and p < t.n - 1:
-            if _word_start(t.b, p):
-                t.words[k] = p
-                k += 1
+            bits = _word_bits(t.b, p)
+            if bits:
+                _word_add(t, p << 4 | bits)
             p += 1
         done = hi
-        while j < n_old and old_words[j] <= e:          # a neighbour in the edit: looked at again above
+        while j < n_old and (old_words[j] >> 4) <= e:   # what it reads meets the edit: looked at again above
             j += 1
         delta += r - (e - s)
     while j < n_old:
-        t.words[k] = old_words[j] + delta
-        k += 1
+        _word_add(t, old_words[j] + (delta << 4))
         j += 1
-    t.n_words = k
-    free(old_words)
     return 0
 
 
@@ -1248,14 +1515,20 @@ def apply_table(list finders, list steps, str text, Py_ssize_t back):
     per mask (pattern, repl, kept, expand, exact): kept (k, tail) when the
     match keeps its groups up to k, expand a function of the match for repl,
     exact its C matcher (EXACT; 0: ask `re`). One Text serves every finder
-    until a mask changes the text (_reopen)."""
-    cdef Py_ssize_t i = 0, n_f = len(finders), last, pos, p, e, start, kept_end, q
+    until a mask changes the text (_reopen). What the text holds for the
+    finders (_held) is not read again after an edit: an edit only takes
+    characters away but for those of its replacement, so what the old text
+    held and the replacements hold is enough to pass over no finder that could
+    find a place (it may run a few that find none)."""
+    cdef Py_ssize_t i = 0, n_f = len(finders), last, pos, p, e, start, kept_end, q, x
     cdef int xid, held
     cdef U u
-    cdef list pieces
-    cdef bint plain
+    cdef list pieces, reps
+    cdef bint plain, one_byte
     cdef Text t
     cdef Vec v, edits
+    cdef uint8_t* spare = NULL        # _spliced's other allocation
+    cdef Py_ssize_t spare_cap = -1
     v.at, v.n, v.cap, v.unsorted = NULL, 0, 0, 0
     edits.at, edits.n, edits.cap, edits.unsorted = NULL, 0, 0, 0
     _open(&t, text)
@@ -1267,8 +1540,10 @@ def apply_table(list finders, list steps, str text, Py_ssize_t back):
                 return text
             pattern, repl, kept, expand, xid = steps[i]
             match = pattern.match
-            pieces = []
-            pos = last = 0
+            same = kept[1] if kept is not None else repl if expand is None else None   # every match's replacement
+            reps = []                   # where it varies: each match's
+            one_byte = PyUnicode_KIND(text) == 1 and (same is None or PyUnicode_KIND(same) == 1)
+            pos = 0
             plain = False
             edits.n = 0
             _open_u(&u, text)
@@ -1298,24 +1573,37 @@ def apply_table(list finders, list steps, str text, Py_ssize_t back):
                     else:
                         start, r = p, (repl if expand is None else expand(m))
                 pos = e
-                pieces.append(text[last:start])
-                pieces.append(r)
-                last = e
                 _edit(&edits, start, e, len(r))
+                if same is None:
+                    reps.append(r)
+                    held |= _holds(r)
+                    one_byte = one_byte and PyUnicode_KIND(r) == 1
             if plain:
                 text = pattern.sub(repl, text)
                 _close(&t)
                 _open(&t, text)
                 held = _held(&t)
-            elif pieces:
-                pieces.append(text[last:])
-                text = "".join(pieces)
-                _reopen(&t, text, &edits)
-                held = _held(&t)
+            elif edits.n:
+                if same is not None:
+                    held |= _holds(same)
+                if one_byte:
+                    text = _spliced(&t, &edits, reps, same, &spare, &spare_cap)
+                    _reopen(&t, None, &edits)
+                else:
+                    pieces = []
+                    last = 0
+                    for x in range(0, edits.n, 3):
+                        pieces.append(text[last:edits.at[x]])
+                        pieces.append(same if same is not None else reps[x // 3])
+                        last = edits.at[x + 1]
+                    pieces.append(text[last:])
+                    text = "".join(pieces)
+                    _reopen(&t, text, &edits)
             i += 1
     finally:
         free(v.at)
         free(edits.at)
+        free(spare)
         _close(&t)
 
 

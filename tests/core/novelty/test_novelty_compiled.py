@@ -135,7 +135,8 @@ def test_the_compiled_masks_equal_the_plain_masks(text):
 # finder looks for: apply_table finds the word starts once and carries them across each edit (_reopen).
 EDITED = ["https://a.io/x?q=1", "2026-10-28", "0123456789abcdef0123", "12:30", "3 days ago", "score: 0.5",
           "\n12: ", "1712345678"]
-LISTED = ["oct", "october", "wed", "today", "score", "rank", "just now", "may", "sept", "yesterday"]
+LISTED = ["oct", "october", "wed", "today", "score", "rank", "just now", "may", "sept", "yesterday", "similarity",
+          "confidence", "tomorrow", "thursday", "ranking"]
 
 
 @needs_compiled
@@ -145,6 +146,19 @@ LISTED = ["oct", "october", "wed", "today", "score", "rank", "just now", "may", 
 def test_a_word_next_to_an_earlier_masks_edit_is_found_as_in_a_fresh_text(text):
     with on_path("compiled"):
         assert nz.apply_masks(text, "default") == nz.apply_masks_plain(text, "default")
+
+
+@needs_compiled
+@pytest.mark.parametrize("text", ["see https://a.io/x?q=caf\xe9 now", "https://a.io/?\xe9\nscore: 0.5 \xe9",
+                                  "https://a.io/?\u0100 12:30"])
+def test_a_text_whose_edits_take_its_last_wide_character_is_as_narrow_as_the_plain_one(text):
+    """apply_table writes an edited text of one byte a character itself: the str it makes is the one
+    `re` makes, down to its kind (str.isascii() reads it, and normalize_units asks)."""
+    with on_path("compiled"):
+        got = nz.apply_masks(text, "default")
+    want = nz.apply_masks_plain(text, "default")
+    assert got == want
+    assert (got.isascii(), max(map(ord, got))) == (want.isascii(), max(map(ord, want)))
 
 
 @needs_compiled
