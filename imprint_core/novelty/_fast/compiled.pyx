@@ -2102,7 +2102,7 @@ cdef extern from "Python.h":
 
 from libc.math cimport isfinite
 from libc.stdint cimport uint32_t
-from libc.string cimport memcmp, strlen
+from libc.string cimport memchr, memcmp, strlen
 
 cdef enum:
     JSON_MAX_DEPTH = 100   # far inside the recursion limit at which json.loads would raise
