@@ -23,7 +23,7 @@ EMPTY_SHAPES = [
     "```json\n[]\n```", "```\n\n```", "<html><body></body></html>",
     "<!DOCTYPE html><html><head><title>Search</title><style>p{}</style></head><body>\n</body></html>",
     '{"items": [], "total_count": 0}', '{"results": [], "took": 17}', '{"hits": {"total": 0, "hits": []}}',
-    '{"data": null}', '{"results": [], "message": "No matching documents"}', '[{}]', '{"error": null, "results": []}',
+    '{"data": null}', '{"facets": {}, "total": 0, "took": 4}', '{"results": [], "message": "No matching documents"}', '[{}]', '{"error": null, "results": []}',
     'No results found for "sunday trains"',
 ]
 
@@ -57,6 +57,17 @@ def test_twenty_empty_shapes_one_after_another_never_reset_patience():
 def test_property_the_figures_of_no_results_are_not_evidence(values, key, figure):
     rounds = [[(json.dumps({key: [], figure: v}), None)] for v in values]
     assert progress([[(EVIDENCE, None)]] + rounds) == [True] + [False] * len(values)
+
+
+def test_echoed_arguments_are_nothing_at_any_depth_each_by_its_own_type():
+    e = Echoes({"terms": ["paris", "weather"], "safe": True}, "default")
+    # a batch tool that writes its request back: the call's values in a list inside a list
+    assert evidence_free('{"request": [{"terms": ["paris", "weather"]}], "results": []}', e)
+    assert not evidence_free('{"request": [{"terms": ["paris", "rain"]}], "results": []}', e)
+    assert evidence_free('{"query": "paris", "safe": true}', e)
+    # True == 1 in Python, yet the result's `true` is no echo of the argument 1, nor its `1` of true
+    assert not evidence_free('{"query": "paris", "safe": true}', Echoes({"query": "paris", "safe": 1}, "default"))
+    assert not evidence_free('{"query": "paris", "safe": 1}', e)
 
 
 @pytest.mark.parametrize("text", [
