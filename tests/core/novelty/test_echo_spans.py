@@ -66,6 +66,13 @@ def test_between_a_name_and_its_value_only_the_regexs_separators_make_a_pair():
     assert {c for c in string.printable if echo.spans(f"page{c}2")} == {":", "=", " "}
 
 
+def test_a_boolean_argument_is_echoed_as_json_writes_it_under_every_normalization():
+    text = '{"safe": true, "strict": false, "n": 3}'
+    for variant in ("none", "basic", "default"):
+        echo = Echoes({"safe": True, "strict": False}, variant)
+        assert [text[a:b] for a, b in echo.spans(text)] == ['safe": true', 'strict": false'], variant
+
+
 def test_replaced_marks_what_spans_finds():
     echo = Echoes({"query": "capital of spain", "page": 2}, "default")
     # the query in its quotes and the page after its name: one mark for both, next to each other
