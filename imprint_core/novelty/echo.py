@@ -64,11 +64,13 @@ _PLACEHOLDER = re.compile(r"<[a-z]+>")
 _AROUND_MARK = re.compile(r"[^\w\s]*(?:" + re.escape(ECHO_MARK) + r"[^\w\s]*\s*)+")
 _WORDLIKE = re.compile(r"\w")
 # What a tool says when it found nothing (casefolded, spaces collapsed, end punctuation and quotes gone).
+# `for` may end it: the echoed query after it is gone by then (`no results for "<q>"` reads `no results for`).
+_FOR = r"(?: for(?: .*)?)?"
 EMPTY_PHRASE = re.compile(
     r"(?:(?:no|0|zero)(?: search| matching)? (?:results?|matches|match|items?|records?|entries|hits|documents|data"
-    r"|output|rows)(?: (?:were |was )?(?:found|returned|available|to show))?(?: for .*)?"
-    r"|(?:found|returned) (?:no|0) (?:results?|matches|items|records|entries|hits|documents|rows)(?: for .*)?"
-    r"|nothing(?: (?:was )?found)?|none|null|nil|n/a|empty|\(empty\)|\(no output\)|\(none\)|\[\]|\{\})")
+    r"|output|rows)(?: (?:were |was )?(?:found|returned|available|to show))?" + _FOR +
+    r"|(?:found|returned) (?:no|0) (?:results?|matches|items|records|entries|hits|documents|rows)" + _FOR +
+    r"|nothing(?: (?:was )?found" + _FOR + r")?|none|null|nil|n/a|empty|\(empty\)|\(no output\)|\(none\)|\[\]|\{\})")
 _FENCE = re.compile(r"\A```[\w+-]*[ \t]*\n(.*?)\n?```\Z", re.S)
 _HTML = re.compile(r"\A<(?:!doctype|html|head|body|div|p|main|ul|table|span|section)\b", re.I)
 _HTML_SKIP = re.compile(r"<(script|style|head)\b.*?</\1\s*>|<!--.*?-->", re.I | re.S)

@@ -2,6 +2,8 @@
 regex (Echoes.pattern) is the definition it must agree with."""
 from __future__ import annotations
 
+import string
+
 from hypothesis import given, settings, strategies as st
 
 from imprint_core.novelty.echo import ECHO_MARK, Echoes
@@ -49,6 +51,26 @@ def test_the_edges_of_a_window_bound_what_follows_a_match_not_what_precedes_it()
     # Before lo the text is still read (x is a word character: no echo at 1);
     # at hi the text ends (abcd cut to abc is an echo).
     assert echo.spans(text, 1, 8) == [m.span() for m in echo.pattern.finditer(text, 1, 8)] == [(5, 8)]
+    # A pair whose value the window's end cuts (`page: 1|2`) is no echo, as for the regex.
+    pair, text = Echoes({"page": 12}, "none"), "page: 12"
+    for hi in range(len(text) + 1):
+        assert pair.spans(text, 0, hi) == [m.span() for m in pair.pattern.finditer(text, 0, hi)], hi
+    assert pair.spans(text, 0, 7) == [] and pair.spans(text, 0, 8) == [(0, 8)]
+
+
+def test_between_a_name_and_its_value_only_the_regexs_separators_make_a_pair():
+    echo = Echoes({"page": 2}, "none")    # "none" keeps the case: any printable character may stand between
+    for c in string.printable + "é٣":
+        text = f"page{c}2"
+        assert echo.spans(text) == [m.span() for m in echo.pattern.finditer(text)], repr(c)
+    assert {c for c in string.printable if echo.spans(f"page{c}2")} == {":", "=", " "}
+
+
+def test_a_boolean_argument_is_echoed_as_json_writes_it_under_every_normalization():
+    text = '{"safe": true, "strict": false, "n": 3}'
+    for variant in ("none", "basic", "default"):
+        echo = Echoes({"safe": True, "strict": False}, variant)
+        assert [text[a:b] for a, b in echo.spans(text)] == ['safe": true', 'strict": false'], variant
 
 
 def test_replaced_marks_what_spans_finds():
@@ -69,6 +91,18 @@ def test_configs_sharing_work_share_one_echoes_but_never_across_types():
         assert echoes_of({"page": 1.0}, "default").pattern.pattern != one.pattern.pattern
         assert echoes_of({"page": 1}, "basic") is not one
     assert echoes_of({"page": 1}, "default") is not echoes_of({"page": 1}, "default")   # off: built anew
+
+
+def test_the_shared_table_weighs_an_echoes_by_its_argument_names_and_values(monkeypatch):
+    # The table's bound (memo.CHARS) holds for arguments with long names as for long values.
+    from imprint_core.novelty._fast import memo
+    from imprint_core.novelty.echo import echoes_of
+    monkeypatch.setattr(memo, "CHARS", 12)
+    with memo.shared_work():
+        small = {"page": 12, "q": "abc"}                           # 4 + 2 + 1 + 3 characters
+        assert echoes_of(small, "default") is echoes_of(small, "default")
+        for big in ({"page_number_of_results": 1}, {"q": "a" * 12}):   # past CHARS: not kept
+            assert echoes_of(big, "default") is not echoes_of(big, "default")
 
 
 _SHAPES = st.sampled_from(["{}", "No results for {}", '{{"query": "{}", "results": []}}', "<html><p>{}</p></html>",
@@ -109,6 +143,10 @@ def test_occurrences_are_whole_words_the_first_then_the_longest():
     assert e.occurrences("c++ and c++x", ["c++"]) == [(0, 3), (8, 11)]
     both = echoes_of({"q": "new york", "r": "york"}, "default")
     assert both.occurrences("new york and york, newyork") == [(0, 8), (13, 17)]
+    # two forms from the same place: the longer, whichever order the forms come in
+    prefix = echoes_of({"q": "new york", "r": "new"}, "default")
+    assert prefix.occurrences("new york, new") == [(0, 8), (10, 13)]
+    assert prefix.occurrences("new york", ["new", "new york"]) == [(0, 8)]
 
 
 def test_a_reading_is_bare_without_its_marks_and_its_words_punctuation():

@@ -23,7 +23,7 @@ EMPTY_SHAPES = [
     "```json\n[]\n```", "```\n\n```", "<html><body></body></html>",
     "<!DOCTYPE html><html><head><title>Search</title><style>p{}</style></head><body>\n</body></html>",
     '{"items": [], "total_count": 0}', '{"results": [], "took": 17}', '{"hits": {"total": 0, "hits": []}}',
-    '{"data": null}', '{"results": [], "message": "No matching documents"}', '[{}]', '{"error": null, "results": []}',
+    '{"data": null}', '{"facets": {}, "total": 0, "took": 4}', '{"results": [], "message": "No matching documents"}', '[{}]', '{"error": null, "results": []}',
     'No results found for "sunday trains"',
 ]
 
@@ -59,9 +59,51 @@ def test_property_the_figures_of_no_results_are_not_evidence(values, key, figure
     assert progress([[(EVIDENCE, None)]] + rounds) == [True] + [False] * len(values)
 
 
+def test_echoed_arguments_are_nothing_at_any_depth_each_by_its_own_type():
+    e = Echoes({"terms": ["paris", "weather"], "safe": True}, "default")
+    # a batch tool that writes its request back: the call's values in a list inside a list
+    assert evidence_free('{"request": [{"terms": ["paris", "weather"]}], "results": []}', e)
+    assert not evidence_free('{"request": [{"terms": ["paris", "rain"]}], "results": []}', e)
+    assert evidence_free('{"query": "paris", "safe": true}', e)
+    # True == 1 in Python, yet the result's `true` is no echo of the argument 1, nor its `1` of true
+    assert not evidence_free('{"query": "paris", "safe": true}', Echoes({"query": "paris", "safe": 1}, "default"))
+    assert not evidence_free('{"query": "paris", "safe": 1}', e)
+
+
+_NO_RESULTS_FOR = ['No results found for "{}"', "No results for {}.", "0 results for '{}'", "Nothing found for {}",
+                   "no matching documents were found for `{}`"]
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.text("abcdefghij xyz2", min_size=1, max_size=20).map(str.strip).filter(bool),
+                min_size=2, max_size=5, unique=True), st.sampled_from(_NO_RESULTS_FOR))
+def test_property_no_results_for_the_echoed_query_is_an_empty_read(queries, phrase):
+    """The query a "no results for" phrase echoes is gone before the phrase
+    is read (the phrase ends in `for`): an empty read, from the first."""
+    t = NoveltyTracker()
+    assert t.observe_round([("ok", EVIDENCE, None, {"query": "sunday trains"})]).progress
+    for q in queries:
+        text = phrase.format(q)
+        assert evidence_free(text, Echoes({"query": q}, "default")), text
+        r = t.observe_round([("ok", text, None, {"query": q})])
+        assert not r.progress and r.verdicts[0].status == "empty", text
+
+
+def test_a_no_results_phrase_around_the_echoed_arguments_is_an_empty_read():
+    e = Echoes({"query": "paris"}, "default")
+    for text in ("paris: no results", '"paris": "none"', "paris - nothing found."):
+        assert evidence_free(text, e), text
+    assert not evidence_free("paris: two trains", e)
+    # read under the echoes' own normalization: "basic" keeps the date that "default" would mask
+    assert evidence_free("2024-01-05: no results", Echoes({"date": "2024-01-05"}, "basic"))
+    # punctuation alone is judged as nothing by the shingles: no phrase, with echoes or without
+    assert not evidence_free("...", e) and not evidence_free("...", None)
+
+
 @pytest.mark.parametrize("text", [
     '{"results": [{"title": "Coast line"}], "took": 3}', '{"temperature": 21}', '[3]', "No results? Trains run at 9.",
     "<html><body><p>Two trains run on Sunday.</p></body></html>", '{"count": 2, "items": ["a train", "a bus"]}',
+    "No results for the exact phrase; similar: " + " ".join([EVIDENCE] * 5),    # longer than any phrase
 ])
 def test_reads_with_something_in_them_are_not_empty(text):
     assert not evidence_free(text, None)
